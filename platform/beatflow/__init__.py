@@ -1,0 +1,27 @@
+"""beatflow: DAGs as Python modules, run as Celery canvas, scheduled by an HA beat, recorded in a
+results database with dedupe keys. ``celery -A beatflow`` finds the Celery app here."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from beatflow.errors import BeatflowError
+from beatflow.settings import Settings
+
+__version__ = "0.1.0"
+
+__all__ = ["DAG", "BeatflowError", "Settings", "__version__", "context", "task"]
+
+
+def __getattr__(name: str) -> Any:
+    # Lazy: importing beatflow must not build the Celery app or read the environment.
+    # `celery -A beatflow` looks up `beatflow.app` (the submodule here) and then `beatflow.celery`.
+    if name == "celery":
+        from beatflow.app import get_app
+
+        return get_app()
+    if name in ("DAG", "task", "context"):
+        from beatflow.dag import authoring
+
+        return getattr(authoring, name)
+    raise AttributeError(f"module 'beatflow' has no attribute {name!r}")

@@ -1,0 +1,57 @@
+"""create_app(settings) -> Celery, and get_app() for `celery -A beatflow`: one app per process,
+configured from Settings, that registers every loaded DAG's tasks as `<dag_id>.<task_id>`."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from typing import Any
+
+from celery import Celery, signals
+
+from beatflow.logs import configure_logging
+from beatflow.settings import Settings
+
+log = logging.getLogger(__name__)
+
+_lock = threading.Lock()
+_app: Celery | None = None
+
+
+def create_app(settings: Settings | None = None, *, load_dags: bool = True) -> Celery:
+    """Build a Celery app for ``settings`` (from the environment when omitted).
+
+    With ``load_dags`` the dags folder is loaded when a worker starts, and every task of every
+    DAG that loads becomes a Celery task named ``<dag_id>.<task_id>``.
+    """
+    settings = settings or Settings.from_env()
+    app = Celery("beatflow", set_as_current=False)
+    app.conf.update(settings.celery_config())
+    app.beatflow_settings = settings  # type: ignore[attr-defined]
+    from beatflow.execution.tasks import install
+
+    install(app, settings, load_dags=load_dags)
+    return app
+
+
+def get_app() -> Celery:
+    """The process-wide app, built on first use from the environment."""
+    global _app
+    with _lock:
+        if _app is None:
+            _app = create_app()
+            _app.set_current()
+            _app.set_default()
+        return _app
+
+
+def settings_of(app: Celery) -> Settings:
+    settings: Settings = app.beatflow_settings  # type: ignore[attr-defined]
+    return settings
+
+
+@signals.setup_logging.connect
+def _setup_logging(**_: Any) -> None:
+    # Connecting this signal stops Celery from installing its own root handler.
+    settings = _app.beatflow_settings if _app is not None else Settings.from_env()  # type: ignore[attr-defined]
+    configure_logging(settings)

@@ -1,0 +1,37 @@
+"""The `beatflow` command: a click group whose sub-commands live one module each and load lazily,
+so `beatflow --help` stays fast and one broken sub-command cannot take the others down."""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+import click
+
+# name -> "module:attribute" of a click command or group
+COMMANDS: dict[str, str] = {
+    "config": "beatflow.cli.config:config",
+}
+
+
+class LazyGroup(click.Group):
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(COMMANDS)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        target = COMMANDS.get(cmd_name)
+        if target is None:
+            return None
+        module, attr = target.split(":")
+        command: click.Command = getattr(importlib.import_module(module), attr)
+        return command
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="beatflow")
+def main() -> None:
+    """beatflow: DAGs in dags/, run as Celery canvas, scheduled by an HA beat."""
+
+
+def run(argv: list[str] | None = None) -> Any:
+    return main.main(args=argv, prog_name="beatflow")

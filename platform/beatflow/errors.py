@@ -1,0 +1,108 @@
+"""The exception tree: every error beatflow raises on purpose derives from BeatflowError.
+
+    BeatflowError
+    ├── SettingsError            bad BEATFLOW_* values (all of them, at once)
+    ├── DagError                 a DAG definition is wrong
+    │   ├── DagDefinitionError   cycle, unknown dependency, duplicate id, bad schedule
+    │   └── DagImportError       a module in the dags folder failed to import
+    ├── DagNotFoundError         no DAG with that id is loaded
+    ├── ConfError                a trigger's conf does not match the DAG's params
+    ├── StoreError               the results database failed or refused
+    │   ├── StoreUnavailableError  the database cannot be reached (retry later)
+    │   ├── SchemaOutOfDateError   the database is behind the code: run `beatflow db upgrade`
+    │   └── ResultError            a task's return value is not JSON or is too large
+    ├── LeaseHeldError           another live worker holds the task run's lease
+    └── SchedulerError           the beat cannot run with these settings
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+
+class BeatflowError(Exception):
+    """Raised for every error beatflow reports on purpose."""
+
+
+class SettingsError(BeatflowError):
+    """Raised when one or more BEATFLOW_* variables hold bad values."""
+
+    def __init__(self, problems: Sequence[str]) -> None:
+        self.problems = list(problems)
+        lines = "\n".join(f"  - {p}" for p in self.problems)
+        super().__init__(f"invalid beatflow settings ({len(self.problems)}):\n{lines}")
+
+
+class DagError(BeatflowError):
+    """Raised when a DAG definition is wrong."""
+
+    def __init__(self, message: str, *, file: str | None = None, line: int | None = None) -> None:
+        self.message = message
+        self.file = file
+        self.line = line
+        super().__init__(self.location_prefix() + message)
+
+    def location_prefix(self) -> str:
+        if self.file is None:
+            return ""
+        return f"{self.file}:{self.line}: " if self.line else f"{self.file}: "
+
+
+class DagDefinitionError(DagError):
+    """Raised when a DAG has a cycle, an unknown dependency, a duplicate id or a bad schedule."""
+
+
+class DagImportError(DagError):
+    """Raised when a module in the dags folder fails to import."""
+
+
+class DagNotFoundError(BeatflowError):
+    """Raised when no loaded DAG has the requested id."""
+
+    def __init__(self, dag_id: str, known: Sequence[str] = ()) -> None:
+        self.dag_id = dag_id
+        hint = ""
+        import difflib
+
+        close = difflib.get_close_matches(dag_id, list(known), n=1)
+        if close:
+            hint = f'; did you mean "{close[0]}"?'
+        super().__init__(f'no DAG "{dag_id}" is loaded{hint}')
+
+
+class ConfError(BeatflowError):
+    """Raised when a trigger's conf does not match the DAG's declared params."""
+
+    def __init__(self, dag_id: str, problems: Sequence[str]) -> None:
+        self.dag_id = dag_id
+        self.problems = list(problems)
+        super().__init__(f'bad conf for DAG "{dag_id}": ' + "; ".join(self.problems))
+
+
+class StoreError(BeatflowError):
+    """Raised when the results database fails or refuses an operation."""
+
+
+class StoreUnavailableError(StoreError):
+    """Raised when the results database cannot be reached; the caller should retry later."""
+
+
+class SchemaOutOfDateError(StoreError):
+    """Raised when the database schema is behind the code."""
+
+
+class ResultError(StoreError):
+    """Raised when a task's return value is not JSON-serialisable or exceeds the size limit."""
+
+
+class LeaseHeldError(BeatflowError):
+    """Raised when another live worker holds the lease on a task run."""
+
+    def __init__(self, dedupe_key: str, holder: str | None) -> None:
+        self.dedupe_key = dedupe_key
+        self.holder = holder
+        super().__init__(f"task run {dedupe_key!r} is being run by {holder or 'another worker'}")
+
+
+class SchedulerError(BeatflowError):
+    """Raised when the beat cannot run safely with the given settings or Redis."""

@@ -1,0 +1,96 @@
+"""configure_logging(settings): one call per process; JSON lines in containers, text on a terminal.
+Lines logged inside a task run carry its correlation ids (dag_id, run_id, task_id, try_number,
+celery_task_id)."""
+
+from __future__ import annotations
+
+import contextvars
+import json
+import logging
+import sys
+import time
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from typing import Any
+
+from beatflow.settings import Settings
+
+_CORRELATION: contextvars.ContextVar[Mapping[str, Any]] = contextvars.ContextVar(
+    "beatflow_correlation", default={}
+)
+CORRELATION_FIELDS = ("dag_id", "run_id", "task_id", "try_number", "celery_task_id")
+_configured = False
+
+
+@contextmanager
+def correlation(**ids: Any) -> Iterator[None]:
+    """Attach ``ids`` to every log line emitted inside the block."""
+    token = _CORRELATION.set({**_CORRELATION.get(), **ids})
+    try:
+        yield
+    finally:
+        _CORRELATION.reset(token)
+
+
+class _CorrelationFilter(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        for key, value in _CORRELATION.get().items():
+            if not hasattr(record, key):
+                setattr(record, key, value)
+        return True
+
+
+_STANDARD = set(logging.LogRecord("", 0, "", 0, "", (), None).__dict__) | {"message", "asctime"}
+
+
+class JsonFormatter(logging.Formatter):
+    """One JSON object per line: ts, level, logger, message, correlation ids, extras."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        out: dict[str, Any] = {
+            "ts": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created))
+            + f".{int(record.msecs):03d}Z",
+            "level": record.levelname.lower(),
+            "logger": record.name,
+            "message": record.getMessage(),
+        }
+        for key, value in record.__dict__.items():
+            if key not in _STANDARD and not key.startswith("_"):
+                out[key] = value if isinstance(value, str | int | float | bool | None) else str(value)
+        if record.exc_info:
+            out["exc_info"] = self.formatException(record.exc_info)
+        return json.dumps(out, default=str)
+
+
+class TextFormatter(logging.Formatter):
+    """Readable lines with the correlation ids appended as key=value."""
+
+    def __init__(self) -> None:
+        super().__init__("%(asctime)s %(levelname)-7s %(name)s: %(message)s")
+
+    def format(self, record: logging.LogRecord) -> str:
+        base = super().format(record)
+        ids = " ".join(
+            f"{k}={getattr(record, k)}" for k in CORRELATION_FIELDS if hasattr(record, k)
+        )
+        return f"{base} [{ids}]" if ids else base
+
+
+def configure_logging(settings: Settings, *, stream: Any = None, force: bool = False) -> None:
+    """Install beatflow's handler on the root logger (once per process unless ``force``)."""
+    global _configured
+    if _configured and not force:
+        return
+    stream = stream or sys.stderr
+    fmt = settings.log_format
+    if fmt == "auto":
+        fmt = "text" if getattr(stream, "isatty", lambda: False)() else "json"
+    handler = logging.StreamHandler(stream)
+    handler.setFormatter(JsonFormatter() if fmt == "json" else TextFormatter())
+    handler.addFilter(_CorrelationFilter())
+    root = logging.getLogger()
+    for old in list(root.handlers):
+        root.removeHandler(old)
+    root.addHandler(handler)
+    root.setLevel(settings.log_level)
+    _configured = True

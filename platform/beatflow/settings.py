@@ -1,0 +1,352 @@
+"""One frozen Settings object, built from ``BEATFLOW_*`` variables, and the Celery and RedBeat
+configuration derived from it. The only module that reads the environment; imports nothing of ours
+but errors."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+from beatflow.errors import SettingsError
+
+PREFIX = "BEATFLOW_"
+_MASK = "****"
+_QUEUE_RE = re.compile(r"^[A-Za-z0-9_.\-]+$")
+
+
+def mask_url(url: str) -> str:
+    """Return ``url`` with any password replaced by ``****``."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return url
+    if parts.password is None:
+        return url
+    user = parts.username or ""
+    host = parts.hostname or ""
+    port = f":{parts.port}" if parts.port else ""
+    netloc = f"{user}:{_MASK}@{host}{port}"
+    return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
+
+
+def _secret(name: str) -> bool:
+    return any(word in name for word in ("password", "secret", "token"))
+
+
+@dataclass(frozen=True, slots=True)
+class Settings:
+    """Everything a beatflow process needs to know, validated once at start-up."""
+
+    broker_url: str = "redis://127.0.0.1:6379/0"
+    result_backend_url: str = ""  # empty: same as broker_url
+    redbeat_url: str = ""  # empty: same as broker_url
+    database_url: str = "sqlite:///.beatflow/beatflow.db"
+    dags_folder: str = "dags"
+    queues: tuple[str, ...] = ("default",)
+    visibility_timeout: int = 3600
+    task_soft_time_limit: int = 300
+    task_time_limit: int = 360
+    result_expires: int = 86_400
+    result_max_bytes: int = 1 << 20
+    lease_seconds: float = 30.0
+    worker_disable_prefetch: bool = False
+    beat_lock_timeout: float = 3.0
+    beat_renew_interval: float = 0.5
+    beat_loop_interval: float = 0.5
+    schedule_sync_interval: float = 10.0
+    catchup_window: int = 86_400
+    flower_user: str = "admin"
+    flower_password: str = ""
+    flower_port: int = 5555
+    metrics_port: int = 9808
+    log_format: str = "auto"
+    log_level: str = "INFO"
+    instance: str = ""  # a name for this process in metrics/logs; empty: hostname
+    extra: Mapping[str, str] = field(default_factory=dict, compare=False, repr=False)
+
+    # ---------------------------------------------------------------- construction
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
+        """Build settings from ``BEATFLOW_*`` variables; report every bad value at once."""
+        env = os.environ if environ is None else environ
+        values: dict[str, Any] = {}
+        problems: list[str] = []
+        known = {f.name for f in dataclasses.fields(cls) if f.name != "extra"}
+        for name in sorted(known):
+            var = PREFIX + name.upper()
+            raw = env.get(var)
+            if raw is None or raw == "":
+                continue
+            parser = _PARSERS.get(name, _str)
+            try:
+                values[name] = parser(raw)
+            except ValueError as exc:
+                shown = _MASK if _secret(name) else mask_url(raw)
+                problems.append(f"{var}={shown!r}: {exc}")
+        unknown = sorted(
+            k for k in env if k.startswith(PREFIX) and k[len(PREFIX):].lower() not in known
+            and not k.startswith(PREFIX + "TEST_")
+        )
+        if problems:
+            raise SettingsError(problems)
+        settings = cls(**values)
+        problems = settings.problems()
+        if problems:
+            raise SettingsError(problems)
+        if unknown:
+            object.__setattr__(settings, "extra", {k: env[k] for k in unknown})
+        return settings
+
+    def replace(self, **changes: Any) -> Settings:
+        """Return a copy with ``changes`` applied, validated."""
+        new = dataclasses.replace(self, **changes)
+        problems = new.problems()
+        if problems:
+            raise SettingsError(problems)
+        return new
+
+    def problems(self) -> list[str]:
+        """Cross-field checks: each returned line names the variables and what to change."""
+        out: list[str] = []
+        for name in ("broker_url", "result_backend_url", "redbeat_url"):
+            url = getattr(self, name)
+            if url and urlsplit(url).scheme not in _REDIS_SCHEMES:
+                out.append(
+                    f"{PREFIX}{name.upper()}={mask_url(url)!r}: expected a Redis URL "
+                    f"(redis://, rediss://, sentinel://, redis-sentinel://)"
+                )
+        if "://" not in self.database_url:
+            out.append(
+                f"{PREFIX}DATABASE_URL={mask_url(self.database_url)!r}: expected a SQLAlchemy "
+                "URL such as postgresql+psycopg://user:pw@host/db or sqlite:///path.db"
+            )
+        if not self.queues:
+            out.append(f"{PREFIX}QUEUES: at least one queue name is required")
+        if self.task_soft_time_limit >= self.task_time_limit:
+            out.append(
+                f"{PREFIX}TASK_SOFT_TIME_LIMIT={self.task_soft_time_limit} must be below "
+                f"{PREFIX}TASK_TIME_LIMIT={self.task_time_limit}"
+            )
+        if self.visibility_timeout <= self.task_time_limit:
+            out.append(
+                f"{PREFIX}VISIBILITY_TIMEOUT={self.visibility_timeout} must exceed "
+                f"{PREFIX}TASK_TIME_LIMIT={self.task_time_limit}, or Redis redelivers tasks "
+                "that are still running"
+            )
+        if self.beat_renew_interval * 2 > self.beat_lock_timeout:
+            out.append(
+                f"{PREFIX}BEAT_RENEW_INTERVAL={self.beat_renew_interval} must be at most half of "
+                f"{PREFIX}BEAT_LOCK_TIMEOUT={self.beat_lock_timeout}, or the beat lock lapses "
+                "between renewals and two beats fire"
+            )
+        if self.beat_loop_interval >= self.beat_lock_timeout:
+            out.append(
+                f"{PREFIX}BEAT_LOOP_INTERVAL={self.beat_loop_interval} must be below "
+                f"{PREFIX}BEAT_LOCK_TIMEOUT={self.beat_lock_timeout}"
+            )
+        if self.log_format not in ("auto", "json", "text"):
+            out.append(f"{PREFIX}LOG_FORMAT={self.log_format!r}: expected auto, json or text")
+        return out
+
+    # ---------------------------------------------------------------- derived values
+
+    @property
+    def default_queue(self) -> str:
+        return self.queues[0]
+
+    @property
+    def effective_result_backend_url(self) -> str:
+        return self.result_backend_url or self.broker_url
+
+    @property
+    def effective_redbeat_url(self) -> str:
+        return self.redbeat_url or self.broker_url
+
+    @property
+    def dags_path(self) -> Path:
+        return Path(self.dags_folder)
+
+    def masked(self) -> dict[str, Any]:
+        """Every setting by variable name, secrets masked: what ``beatflow config show`` prints."""
+        out: dict[str, Any] = {}
+        for f in dataclasses.fields(self):
+            if f.name == "extra":
+                continue
+            value = getattr(self, f.name)
+            if isinstance(value, tuple):
+                value = ",".join(value)
+            elif isinstance(value, str):
+                value = _MASK if (_secret(f.name) and value) else mask_url(value)
+            out[PREFIX + f.name.upper()] = value
+        return out
+
+    def __repr__(self) -> str:
+        body = ", ".join(f"{k[len(PREFIX):].lower()}={v!r}" for k, v in self.masked().items())
+        return f"Settings({body})"
+
+    def celery_config(self) -> dict[str, Any]:
+        """The Celery (and RedBeat) configuration: users never set these names themselves."""
+        transport = {
+            "visibility_timeout": self.visibility_timeout,
+            "socket_keepalive": True,
+            "retry_on_timeout": True,
+        }
+        return {
+            "broker_url": self.broker_url,
+            "result_backend": self.effective_result_backend_url,
+            "broker_transport_options": dict(transport),
+            "result_backend_transport_options": dict(transport),
+            "broker_connection_retry_on_startup": True,
+            # JSON only: a pickled (or any other) message is refused before it is decoded.
+            "task_serializer": "json",
+            "result_serializer": "json",
+            "accept_content": ["json"],
+            "result_accept_content": ["json"],
+            "event_serializer": "json",
+            "task_acks_late": True,
+            "task_reject_on_worker_lost": True,
+            "task_acks_on_failure_or_timeout": True,
+            "worker_prefetch_multiplier": 1,
+            "worker_disable_prefetch": self.worker_disable_prefetch,
+            "task_default_queue": self.default_queue,
+            "task_create_missing_queues": True,
+            "task_soft_time_limit": self.task_soft_time_limit,
+            "task_time_limit": self.task_time_limit,
+            "task_track_started": True,
+            "task_send_sent_event": True,
+            "worker_send_task_events": True,
+            "result_expires": self.result_expires,
+            "result_extended": False,
+            "result_chord_join_timeout": 30.0,
+            "timezone": "UTC",
+            "enable_utc": True,
+            "worker_hijack_root_logger": False,
+            "worker_cancel_long_running_tasks_on_connection_loss": False,
+            "beat_scheduler": "beatflow.scheduler.beat:BeatflowScheduler",
+            "beat_max_loop_interval": self.beat_loop_interval,
+            "redbeat_redis_url": self.effective_redbeat_url,
+            "redbeat_key_prefix": "beatflow:redbeat:",
+            "redbeat_lock_key": "beatflow:redbeat::lock",
+            "redbeat_lock_timeout": self.beat_lock_timeout,
+        }
+
+
+_REDIS_SCHEMES = {"redis", "rediss", "sentinel", "redis-sentinel", "redis+socket", "unix"}
+
+
+def _str(raw: str) -> str:
+    return raw.strip()
+
+
+def _int(lo: int, hi: int | None = None) -> Callable[[str], int]:
+    def parse(raw: str) -> int:
+        try:
+            value = int(raw.strip().replace("_", ""))
+        except ValueError:
+            raise ValueError("expected a whole number") from None
+        if value < lo or (hi is not None and value > hi):
+            raise ValueError(f"expected a whole number from {lo} to {hi if hi else 'any'}")
+        return value
+
+    return parse
+
+
+def _float(lo: float) -> Callable[[str], float]:
+    def parse(raw: str) -> float:
+        try:
+            value = float(raw.strip())
+        except ValueError:
+            raise ValueError("expected a number of seconds, e.g. 2.5") from None
+        if not math.isfinite(value) or value < lo:
+            raise ValueError(f"expected a number of seconds of at least {lo}")
+        return value
+
+    return parse
+
+
+def _bool(raw: str) -> bool:
+    lowered = raw.strip().lower()
+    if lowered in ("1", "true", "yes", "on"):
+        return True
+    if lowered in ("0", "false", "no", "off"):
+        return False
+    raise ValueError("expected true or false")
+
+
+def _queues(raw: str) -> tuple[str, ...]:
+    names = tuple(q.strip() for q in raw.split(",") if q.strip())
+    bad = [q for q in names if not _QUEUE_RE.match(q)]
+    if not names or bad:
+        raise ValueError("expected comma-separated queue names of letters, digits, '_', '-', '.'")
+    return names
+
+
+def _choice(*options: str) -> Callable[[str], str]:
+    def parse(raw: str) -> str:
+        value = raw.strip().lower()
+        if value not in options:
+            raise ValueError(f"expected one of {', '.join(options)}")
+        return value
+
+    return parse
+
+
+def _level(raw: str) -> str:
+    value = raw.strip().upper()
+    if value not in ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"):
+        raise ValueError("expected DEBUG, INFO, WARNING, ERROR or CRITICAL")
+    return value
+
+
+def _redis_url(raw: str) -> str:
+    value = raw.strip()
+    if urlsplit(value).scheme not in _REDIS_SCHEMES:
+        raise ValueError("expected a Redis URL (redis://, rediss://, sentinel://, redis-sentinel://)")
+    return value
+
+
+def _db_url(raw: str) -> str:
+    value = raw.strip()
+    scheme = urlsplit(value).scheme.split("+")[0]
+    if scheme not in ("sqlite", "postgresql", "postgres"):
+        raise ValueError(
+            "expected postgresql+psycopg://user:password@host:5432/db or sqlite:///path.db"
+        )
+    if scheme == "postgres":  # what Heroku-style providers hand out
+        value = "postgresql" + value[len("postgres"):]
+    if value.startswith("postgresql://"):
+        value = "postgresql+psycopg://" + value[len("postgresql://"):]
+    return value
+
+
+_PARSERS: dict[str, Callable[[str], Any]] = {
+    "broker_url": _redis_url,
+    "result_backend_url": _redis_url,
+    "redbeat_url": _redis_url,
+    "database_url": _db_url,
+    "queues": _queues,
+    "visibility_timeout": _int(1),
+    "task_soft_time_limit": _int(1),
+    "task_time_limit": _int(1),
+    "result_expires": _int(60),
+    "result_max_bytes": _int(1),
+    "lease_seconds": _float(1.0),
+    "worker_disable_prefetch": _bool,
+    "beat_lock_timeout": _float(0.5),
+    "beat_renew_interval": _float(0.05),
+    "beat_loop_interval": _float(0.05),
+    "schedule_sync_interval": _float(0.5),
+    "catchup_window": _int(0),
+    "flower_port": _int(1, 65535),
+    "metrics_port": _int(1, 65535),
+    "log_format": _choice("auto", "json", "text"),
+    "log_level": _level,
+}
