@@ -1,0 +1,83 @@
+"""Fixtures for real services: Redis, PostgreSQL, SQLite. Integration tests never skip in CI
+(CI=true): a service that cannot be reached there fails the run."""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Callable, Iterator
+
+import pytest
+
+from tests import services
+
+
+def _unavailable(what: str, exc: BaseException) -> None:
+    if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
+        pytest.fail(f"{what} is required in CI and could not be reached or started: {exc}")
+    pytest.skip(f"{what} not available: {exc}")
+
+
+@pytest.fixture(scope="session")
+def redis_server() -> Iterator[services.RedisServer]:
+    """A reachable Redis: BEATFLOW_TEST_REDIS_URL, else 127.0.0.1:6379, else a throwaway one."""
+    try:
+        server = services.ensure_redis()
+    except services.ServiceError as exc:
+        _unavailable("Redis", exc)
+        raise
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="session")
+def postgres_server() -> Iterator[services.PostgresServer]:
+    """A reachable PostgreSQL: BEATFLOW_TEST_DATABASE_URL, else 127.0.0.1:5432, else throwaway."""
+    try:
+        server = services.ensure_postgres()
+    except services.ServiceError as exc:
+        _unavailable("PostgreSQL", exc)
+        raise
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def redis_url(redis_server: services.RedisServer) -> Iterator[str]:
+    """A Redis URL on a database of its own, flushed before and after the test."""
+    url = redis_server.fresh_db_url()
+    yield url
+    services.flush_redis(url)
+
+
+@pytest.fixture
+def make_postgres_db(postgres_server: services.PostgresServer) -> Iterator[Callable[[], str]]:
+    """Factory: a new empty PostgreSQL database per call (SQLAlchemy URL), dropped afterwards."""
+    created: list[str] = []
+
+    def make() -> str:
+        name = f"bf_{uuid.uuid4().hex[:12]}"
+        created.append(name)
+        return postgres_server.create_database(name)
+
+    yield make
+    for name in created:
+        postgres_server.drop_database(name)
+
+
+@pytest.fixture
+def postgres_url(make_postgres_db: Callable[[], str]) -> str:
+    return make_postgres_db()
+
+
+@pytest.fixture
+def sqlite_url(tmp_path: os.PathLike[str]) -> str:
+    return f"sqlite:///{os.path.join(tmp_path, 'beatflow.db')}"
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def database_url(request: pytest.FixtureRequest) -> str:
+    """Runs the test once on SQLite and once on PostgreSQL (the store contract)."""
+    if request.param == "sqlite":
+        return str(request.getfixturevalue("sqlite_url"))
+    return str(request.getfixturevalue("postgres_url"))
