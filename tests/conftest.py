@@ -18,6 +18,14 @@ def _unavailable(what: str, exc: BaseException) -> None:
     pytest.skip(f"{what} not available: {exc}")
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _throwaway_services() -> Iterator[None]:
+    """Reap servers a killed earlier run left behind; stop every server this run started."""
+    services.reap_orphans()
+    yield
+    services.stop_all()
+
+
 @pytest.fixture(scope="session")
 def redis_server() -> Iterator[services.RedisServer]:
     """A reachable Redis: BEATFLOW_TEST_REDIS_URL, else 127.0.0.1:6379, else a throwaway one."""
@@ -48,6 +56,30 @@ def redis_url(redis_server: services.RedisServer) -> Iterator[str]:
     url = redis_server.fresh_db_url()
     yield url
     services.flush_redis(url)
+
+
+@pytest.fixture
+def own_redis() -> Iterator[services.OwnedRedis]:
+    """A Redis server of the test's own, to stop, kill and restart; removed afterwards."""
+    try:
+        server = services.start_redis_server()
+    except services.ServiceError as exc:
+        _unavailable("a throwaway Redis", exc)
+        raise
+    yield server
+    server.close()
+
+
+@pytest.fixture
+def own_postgres() -> Iterator[services.OwnedPostgres]:
+    """A PostgreSQL cluster of the test's own, to stop and restart; removed afterwards."""
+    try:
+        server = services.start_postgres_server()
+    except services.ServiceError as exc:
+        _unavailable("a throwaway PostgreSQL", exc)
+        raise
+    yield server
+    server.close()
 
 
 @pytest.fixture
