@@ -1,0 +1,75 @@
+# The one entry point for people and CI: make install | test | lint | typecheck | demo | bench | clean
+SHELL := /bin/bash
+.DEFAULT_GOAL := help
+
+VENV  := .venv
+BIN   := $(VENV)/bin
+STAMP := $(VENV)/.beatflow-installed
+# The first python on PATH that is 3.11 or newer.
+PYTHON ?= $(shell for p in python3.13 python3.12 python3.11 python3; do \
+	command -v $$p >/dev/null 2>&1 && $$p -c 'import sys; sys.exit(sys.version_info < (3, 11))' \
+	2>/dev/null && { command -v $$p; break; }; done)
+PYTEST_ARGS ?=
+SRC := platform tests dags bench
+
+.PHONY: help install deps-system test lint typecheck demo bench clean
+
+help:
+	@echo "make install      create $(VENV) (Python >= 3.11) and install beatflow with its dev extras"
+	@echo "make demo         install, then run the embedded stack with the example_etl DAG to completion"
+	@echo "make test         install, then run the whole test suite (starts throwaway Redis/PostgreSQL if none runs)"
+	@echo "make lint         ruff check, ruff format --check, mypy"
+	@echo "make bench        run every bench/bench_*.py"
+	@echo "make clean        remove caches and the embedded stack's state (.beatflow/); keeps $(VENV)"
+
+install: $(STAMP)
+
+$(STAMP): pyproject.toml
+	@test -n "$(PYTHON)" || { echo "error: no Python 3.11+ on PATH; install python3 (>= 3.11) and retry" >&2; exit 1; }
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV) || { \
+		echo "error: '$(PYTHON) -m venv' failed; on Debian: apt-get install python3-venv" >&2; exit 1; }
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	@touch $@
+
+# System tools some tests use (promtool for the alert-rule tests). Best effort: installs only
+# what is missing, only as root, only with apt-get; never fails the build by itself.
+SYSTEM_TOOLS := promtool:prometheus
+deps-system:
+	@missing=""; for pair in $(SYSTEM_TOOLS); do \
+		cmd=$${pair%%:*}; pkg=$${pair##*:}; \
+		command -v $$cmd >/dev/null 2>&1 || missing="$$missing $$pkg"; \
+	done; \
+	if [ -z "$$missing" ]; then exit 0; fi; \
+	if [ "$$(id -u)" != 0 ] || ! command -v apt-get >/dev/null 2>&1; then \
+		echo "note: missing system packages:$$missing (apt-get install$$missing as root); tests that need them will say so"; \
+		exit 0; \
+	fi; \
+	echo "installing system packages:$$missing"; \
+	export DEBIAN_FRONTEND=noninteractive; \
+	apt-get install -y -q --no-install-recommends $$missing >/dev/null 2>&1 \
+		|| { apt-get update -q >/dev/null 2>&1 && apt-get install -y -q --no-install-recommends $$missing >/dev/null 2>&1; } \
+		|| echo "warning: could not apt-get install$$missing; tests that need them will say so"
+
+test: install deps-system
+	$(BIN)/pytest $(PYTEST_ARGS)
+
+lint: install
+	$(BIN)/ruff check $(SRC)
+	$(BIN)/ruff format --check $(SRC)
+	$(BIN)/mypy
+
+typecheck: install
+	$(BIN)/mypy
+
+demo: install
+	$(BIN)/beatflow dev --run example_etl
+
+bench: install
+	@set -e; shopt -s nullglob; files=(bench/bench_*.py); \
+	if [ $${#files[@]} -eq 0 ]; then echo "no bench/bench_*.py yet"; exit 0; fi; \
+	for f in "$${files[@]}"; do echo "== $$f"; $(BIN)/python "$$f"; done
+
+clean:
+	rm -rf .beatflow .pytest_cache .mypy_cache .ruff_cache build dist
+	find . -path ./$(VENV) -prune -o -name __pycache__ -type d -exec rm -rf {} +
