@@ -90,9 +90,27 @@ class StoreUnavailableError(StoreError):
 class SchemaOutOfDateError(StoreError):
     """Raised when the database schema is behind the code."""
 
+    def __init__(self, message: str, *, current: str | None = None, head: str | None = None) -> None:
+        self.current = current
+        self.head = head
+        super().__init__(message)
+
 
 class ResultError(StoreError):
     """Raised when a task's return value is not JSON-serialisable or exceeds the size limit."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        dedupe_key: str | None = None,
+        size: int | None = None,
+        limit: int | None = None,
+    ) -> None:
+        self.dedupe_key = dedupe_key
+        self.size = size  # bytes of JSON; None when the value is not JSON at all
+        self.limit = limit
+        super().__init__(message)
 
 
 class LeaseHeldError(BeatflowError):

@@ -1,0 +1,126 @@
+"""The store's plumbing shared by every part of it: the engine, short transactions (write
+transactions take SQLite's write lock up front), error translation, row-to-record mapping."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Self
+
+import sqlalchemy as sa
+from sqlalchemy.dialects import postgresql, sqlite
+
+from beatflow.store.engine import (
+    SQLITE_BEGIN,
+    create_engine,
+    finite_seconds,
+    translate_errors,
+)
+from beatflow.store.records import DagRunRecord, DeadLetterRecord, TaskRunRecord
+
+if TYPE_CHECKING:
+    from beatflow.settings import Settings
+
+
+class StoreBase:
+    """Holds the engine and the limits; the parts of ``Store`` build on its transactions."""
+
+    def __init__(
+        self, url: str, *, lease_seconds: float = 30.0, result_max_bytes: int = 1 << 20
+    ) -> None:
+        self.url = url
+        self.lease_seconds = finite_seconds(lease_seconds, "lease_seconds")
+        self.result_max_bytes = int(result_max_bytes)
+        with translate_errors(url, "opening the database"):
+            self._engine = create_engine(url)
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> Self:
+        """A store for ``settings.database_url`` with its lease and result-size limits."""
+        return cls(
+            settings.database_url,
+            lease_seconds=settings.lease_seconds,
+            result_max_bytes=settings.result_max_bytes,
+        )
+
+    @property
+    def dialect(self) -> str:
+        """``postgresql`` or ``sqlite``."""
+        return self._engine.dialect.name
+
+    def close(self) -> None:
+        """Close every pooled connection; the store must not be used afterwards."""
+        self._engine.dispose()
+
+    def _insert(self, table: sa.Table) -> postgresql.Insert | sqlite.Insert:
+        """An INSERT that supports ON CONFLICT on this backend."""
+        if self.dialect == "postgresql":
+            return postgresql.insert(table)
+        return sqlite.insert(table)
+
+    @contextmanager
+    def _write(self, action: str) -> Iterator[sa.Connection]:
+        """One short transaction that writes (SQLite: BEGIN IMMEDIATE, so it never has to
+        upgrade a read lock and fail; PostgreSQL: READ COMMITTED with row locks)."""
+        with translate_errors(self.url, action), self._engine.connect() as conn:
+            conn = conn.execution_options(**{SQLITE_BEGIN: "IMMEDIATE"})
+            with conn.begin():
+                yield conn
+
+    @contextmanager
+    def _read(self, action: str) -> Iterator[sa.Connection]:
+        with translate_errors(self.url, action), self._engine.connect() as conn, conn.begin():
+            yield conn
+
+
+def dag_run_record(row: sa.RowMapping) -> DagRunRecord:
+    return DagRunRecord(
+        dag_id=row["dag_id"],
+        run_id=row["run_id"],
+        logical_date=row["logical_date"],
+        trigger=row["trigger"],
+        conf=dict(row["conf"] or {}),
+        state=row["state"],
+        queued_at=row["queued_at"],
+        started_at=row["started_at"],
+        ended_at=row["ended_at"],
+        leader_epoch=row["leader_epoch"],
+    )
+
+
+def task_run_record(row: sa.RowMapping) -> TaskRunRecord:
+    return TaskRunRecord(
+        dedupe_key=row["dedupe_key"],
+        dag_id=row["dag_id"],
+        run_id=row["run_id"],
+        task_id=row["task_id"],
+        map_index=row["map_index"],
+        state=row["state"],
+        try_number=row["try_number"],
+        worker=row["worker"],
+        celery_task_id=row["celery_task_id"],
+        lease_expires_at=row["lease_expires_at"],
+        started_at=row["started_at"],
+        ended_at=row["ended_at"],
+        result=row["result"],
+        error=row["error"],
+        traceback=row["traceback"],
+    )
+
+
+def dead_letter_record(row: sa.RowMapping) -> DeadLetterRecord:
+    return DeadLetterRecord(
+        id=row["id"],
+        dedupe_key=row["dedupe_key"],
+        dag_id=row["dag_id"],
+        run_id=row["run_id"],
+        task_id=row["task_id"],
+        map_index=row["map_index"],
+        args=dict(row["args"] or {}),
+        conf=dict(row["conf"] or {}),
+        error=row["error"],
+        traceback=row["traceback"],
+        tries=row["tries"],
+        created_at=row["created_at"],
+        replayed_at=row["replayed_at"],
+    )

@@ -1,0 +1,169 @@
+"""DAG runs: created once per (dag_id, run_id) whatever the number of triggers, then queued ->
+running -> success|failed, with the queries the scheduler, the CLI and the exporter make."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+import sqlalchemy as sa
+
+from beatflow.errors import StoreError
+from beatflow.store.base import StoreBase, dag_run_record
+from beatflow.store.engine import UTCDateTime, dumps_json, require_aware, utcnow
+from beatflow.store.models import dag_runs
+from beatflow.store.records import (
+    DAG_QUEUED,
+    DAG_RUN_ACTIVE_STATES,
+    DAG_RUN_FINISHED_STATES,
+    DAG_RUN_STATES,
+    DAG_RUNNING,
+    TRIGGER_MANUAL,
+    TRIGGERS,
+    DagRunRecord,
+)
+
+
+def _where(dag_id: str, run_id: str) -> sa.ColumnElement[bool]:
+    return sa.and_(dag_runs.c.dag_id == dag_id, dag_runs.c.run_id == run_id)
+
+
+def check_conf(conf: Any, what: str) -> dict[str, Any]:
+    if conf is None:
+        return {}
+    if not isinstance(conf, dict):
+        raise StoreError(f"{what} must be a JSON object (dict), got {type(conf).__name__}")
+    try:
+        dumps_json(conf)
+    except (TypeError, ValueError) as exc:
+        raise StoreError(f"{what} is not JSON-serialisable: {exc}") from exc
+    return conf
+
+
+class DagRunsMixin(StoreBase):
+    def create_dag_run(
+        self,
+        dag_id: str,
+        run_id: str,
+        *,
+        logical_date: datetime | None = None,
+        trigger: str = TRIGGER_MANUAL,
+        conf: dict[str, Any] | None = None,
+        leader_epoch: int | None = None,
+    ) -> tuple[DagRunRecord, bool]:
+        """Insert a queued DAG run, or return the existing one: ``(run, created)``. Two beats
+        firing the same tick, or a trigger sent twice, make one run."""
+        if trigger not in TRIGGERS:
+            raise StoreError(
+                f"unknown trigger {trigger!r} for DAG run {dag_id}/{run_id}; "
+                f"expected one of {', '.join(sorted(TRIGGERS))}"
+            )
+        values = {
+            "dag_id": dag_id,
+            "run_id": run_id,
+            "logical_date": (
+                None if logical_date is None else require_aware(logical_date, "logical_date")
+            ),
+            "trigger": trigger,
+            "conf": check_conf(conf, f"conf of DAG run {dag_id}/{run_id}"),
+            "state": DAG_QUEUED,
+            "queued_at": utcnow(),
+            "started_at": None,
+            "ended_at": None,
+            "leader_epoch": leader_epoch,
+        }
+        insert = (
+            self._insert(dag_runs)
+            .values(**values)
+            .on_conflict_do_nothing(index_elements=["dag_id", "run_id"])
+            .returning(*dag_runs.c)
+        )
+        with self._write(f"creating DAG run {dag_id}/{run_id}") as conn:
+            row = conn.execute(insert).mappings().first()
+            if row is not None:
+                return dag_run_record(row), True
+            existing = conn.execute(sa.select(dag_runs).where(_where(dag_id, run_id)))
+            return dag_run_record(existing.mappings().one()), False
+
+    def mark_dag_run_running(self, dag_id: str, run_id: str) -> None:
+        """queued -> running; started_at is set once (a second call changes nothing)."""
+        now = sa.literal(utcnow(), UTCDateTime())
+        with self._write(f"starting DAG run {dag_id}/{run_id}") as conn:
+            conn.execute(
+                sa.update(dag_runs)
+                .where(_where(dag_id, run_id), dag_runs.c.state == DAG_QUEUED)
+                .values(state=DAG_RUNNING, started_at=sa.func.coalesce(dag_runs.c.started_at, now))
+            )
+
+    def finish_dag_run(self, dag_id: str, run_id: str, state: str) -> DagRunRecord:
+        """Set a final state and ended_at; a run that already finished is returned unchanged."""
+        if state not in DAG_RUN_FINISHED_STATES:
+            raise StoreError(
+                f"cannot finish DAG run {dag_id}/{run_id} as {state!r}; "
+                f"expected one of {', '.join(sorted(DAG_RUN_FINISHED_STATES))}"
+            )
+        now = utcnow()
+        with self._write(f"finishing DAG run {dag_id}/{run_id}") as conn:
+            conn.execute(
+                sa.update(dag_runs)
+                .where(_where(dag_id, run_id), dag_runs.c.state.in_(DAG_RUN_ACTIVE_STATES))
+                .values(
+                    state=state,
+                    ended_at=now,
+                    started_at=sa.func.coalesce(
+                        dag_runs.c.started_at, sa.literal(now, UTCDateTime())
+                    ),
+                )
+            )
+            row = conn.execute(sa.select(dag_runs).where(_where(dag_id, run_id))).mappings()
+            found = row.first()
+        if found is None:
+            raise StoreError(f"no DAG run {dag_id}/{run_id} to finish; create it first")
+        return dag_run_record(found)
+
+    def get_dag_run(self, dag_id: str, run_id: str) -> DagRunRecord | None:
+        with self._read(f"reading DAG run {dag_id}/{run_id}") as conn:
+            row = conn.execute(sa.select(dag_runs).where(_where(dag_id, run_id))).mappings()
+            found = row.first()
+        return None if found is None else dag_run_record(found)
+
+    def list_dag_runs(
+        self, dag_id: str | None = None, *, state: str | None = None, limit: int = 50
+    ) -> list[DagRunRecord]:
+        """DAG runs, newest (most recently queued) first."""
+        if state is not None and state not in DAG_RUN_STATES:
+            raise StoreError(
+                f"unknown DAG run state {state!r}; expected one of {', '.join(sorted(DAG_RUN_STATES))}"
+            )
+        query = sa.select(dag_runs).order_by(dag_runs.c.queued_at.desc(), dag_runs.c.id.desc())
+        if dag_id is not None:
+            query = query.where(dag_runs.c.dag_id == dag_id)
+        if state is not None:
+            query = query.where(dag_runs.c.state == state)
+        with self._read("listing DAG runs") as conn:
+            rows = conn.execute(query.limit(max(0, limit))).mappings().all()
+        return [dag_run_record(r) for r in rows]
+
+    def count_active_dag_runs(self, dag_id: str) -> int:
+        """Queued plus running runs of one DAG (for max_active_runs)."""
+        query = sa.select(sa.func.count()).where(
+            dag_runs.c.dag_id == dag_id, dag_runs.c.state.in_(DAG_RUN_ACTIVE_STATES)
+        )
+        with self._read(f"counting active runs of DAG {dag_id}") as conn:
+            return int(conn.execute(query).scalar_one())
+
+    def latest_logical_date(self, dag_id: str) -> datetime | None:
+        """The latest logical date among the DAG's runs (catch-up resumes after it)."""
+        column = sa.func.max(dag_runs.c.logical_date, type_=UTCDateTime())
+        query = sa.select(column).where(dag_runs.c.dag_id == dag_id)
+        with self._read(f"reading the latest logical date of DAG {dag_id}") as conn:
+            value: datetime | None = conn.execute(query).scalar_one()
+        return value
+
+    def count_dag_runs_by_state(self) -> dict[tuple[str, str], int]:
+        """(dag_id, state) -> number of runs, for the exporter."""
+        query = sa.select(dag_runs.c.dag_id, dag_runs.c.state, sa.func.count()).group_by(
+            dag_runs.c.dag_id, dag_runs.c.state
+        )
+        with self._read("counting DAG runs by state") as conn:
+            return {(d, s): int(n) for d, s, n in conn.execute(query)}

@@ -1,0 +1,123 @@
+"""The results database schema as SQLAlchemy 2 models. Alembic migrations (``migrations/``) create
+it; a test checks that the migrated database and these models never drift apart."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+from beatflow.store.engine import UTCDateTime
+
+NAMING = {
+    "ix": "ix_%(table_name)s_%(column_0_N_name)s",
+    "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+    "ck": "ck_%(table_name)s_%(constraint_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+
+# SQLite only auto-increments a column declared exactly INTEGER PRIMARY KEY
+BigId = sa.BigInteger().with_variant(sa.Integer(), "sqlite")
+Json = sa.JSON(none_as_null=True)
+
+
+class Base(DeclarativeBase):
+    metadata = sa.MetaData(naming_convention=NAMING)
+    type_annotation_map = {datetime: UTCDateTime()}
+
+
+class DagRun(Base):
+    """One run of a DAG; (dag_id, run_id) is unique so a double trigger makes one run."""
+
+    __tablename__ = "dag_runs"
+    __table_args__ = (
+        sa.UniqueConstraint("dag_id", "run_id"),
+        sa.Index(None, "dag_id", "state"),
+        sa.Index(None, "dag_id", "logical_date"),
+        sa.Index(None, "queued_at"),
+        sa.Index(None, "state", "ended_at"),
+    )
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
+    dag_id: Mapped[str] = mapped_column(sa.String(250))
+    run_id: Mapped[str] = mapped_column(sa.String(250))
+    logical_date: Mapped[datetime | None]
+    trigger: Mapped[str] = mapped_column(sa.String(20))
+    conf: Mapped[dict[str, Any]] = mapped_column(Json)
+    state: Mapped[str] = mapped_column(sa.String(20))
+    queued_at: Mapped[datetime]
+    started_at: Mapped[datetime | None]
+    ended_at: Mapped[datetime | None]
+    leader_epoch: Mapped[int | None] = mapped_column(sa.BigInteger)
+
+
+class TaskRun(Base):
+    """The latest try of one dedupe key: the claim (lease token and expiry), result or error."""
+
+    __tablename__ = "task_runs"
+    __table_args__ = (
+        sa.UniqueConstraint("dedupe_key"),
+        sa.Index(None, "dag_id", "run_id"),
+        sa.Index(None, "state", "lease_expires_at"),  # stuck task runs
+    )
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
+    dedupe_key: Mapped[str] = mapped_column(sa.String(1000))
+    dag_id: Mapped[str] = mapped_column(sa.String(250))
+    run_id: Mapped[str] = mapped_column(sa.String(250))
+    task_id: Mapped[str] = mapped_column(sa.String(250))
+    map_index: Mapped[int] = mapped_column(sa.Integer)
+    state: Mapped[str] = mapped_column(sa.String(20))
+    try_number: Mapped[int] = mapped_column(sa.Integer)
+    worker: Mapped[str | None] = mapped_column(sa.String(250))
+    celery_task_id: Mapped[str | None] = mapped_column(sa.String(250))
+    lease_token: Mapped[str | None] = mapped_column(sa.String(64))
+    lease_expires_at: Mapped[datetime | None]
+    started_at: Mapped[datetime | None]
+    ended_at: Mapped[datetime | None]
+    result: Mapped[Any] = mapped_column(Json, nullable=True)
+    error: Mapped[str | None] = mapped_column(sa.Text)
+    traceback: Mapped[str | None] = mapped_column(sa.Text)
+
+
+class DeadLetter(Base):
+    """A task run that exhausted its retries: its arguments, conf and last error, for replay."""
+
+    __tablename__ = "dead_letters"
+    __table_args__ = (
+        sa.Index(None, "dag_id", "run_id"),
+        sa.Index(None, "replayed_at", "dag_id"),
+    )
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
+    dedupe_key: Mapped[str] = mapped_column(sa.String(1000))
+    dag_id: Mapped[str] = mapped_column(sa.String(250))
+    run_id: Mapped[str] = mapped_column(sa.String(250))
+    task_id: Mapped[str] = mapped_column(sa.String(250))
+    map_index: Mapped[int] = mapped_column(sa.Integer)
+    args: Mapped[dict[str, Any]] = mapped_column(Json)
+    conf: Mapped[dict[str, Any]] = mapped_column(Json)
+    error: Mapped[str] = mapped_column(sa.Text)
+    traceback: Mapped[str | None] = mapped_column(sa.Text)
+    tries: Mapped[int] = mapped_column(sa.Integer)
+    created_at: Mapped[datetime]
+    replayed_at: Mapped[datetime | None]
+
+
+class DagState(Base):
+    """Per-DAG switches that must survive restarts (pause)."""
+
+    __tablename__ = "dag_states"
+
+    dag_id: Mapped[str] = mapped_column(sa.String(250), primary_key=True)
+    paused: Mapped[bool] = mapped_column(sa.Boolean)
+    updated_at: Mapped[datetime]
+
+
+dag_runs: sa.Table = DagRun.__table__  # type: ignore[assignment]
+task_runs: sa.Table = TaskRun.__table__  # type: ignore[assignment]
+dead_letters: sa.Table = DeadLetter.__table__  # type: ignore[assignment]
+dag_states: sa.Table = DagState.__table__  # type: ignore[assignment]

@@ -1,0 +1,133 @@
+"""Plain value objects the store hands out (no SQLAlchemy in sight) and the state names.
+
+States and trigger kinds are lower-case strings so they read the same in SQL, JSON, logs and the
+CLI. Every datetime is timezone-aware UTC."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Literal
+
+# DAG run states
+DAG_QUEUED = "queued"
+DAG_RUNNING = "running"
+DAG_SUCCESS = "success"
+DAG_FAILED = "failed"
+DAG_RUN_STATES = frozenset({DAG_QUEUED, DAG_RUNNING, DAG_SUCCESS, DAG_FAILED})
+DAG_RUN_ACTIVE_STATES = frozenset({DAG_QUEUED, DAG_RUNNING})
+DAG_RUN_FINISHED_STATES = frozenset({DAG_SUCCESS, DAG_FAILED})
+
+# task run states
+TASK_RUNNING = "running"
+TASK_UP_FOR_RETRY = "up_for_retry"
+TASK_SUCCESS = "success"
+TASK_FAILED = "failed"
+TASK_UPSTREAM_FAILED = "upstream_failed"
+TASK_SKIPPED = "skipped"
+TASK_RUN_STATES = frozenset(
+    {TASK_RUNNING, TASK_UP_FOR_RETRY, TASK_SUCCESS, TASK_FAILED, TASK_UPSTREAM_FAILED, TASK_SKIPPED}
+)
+TASK_RUN_TERMINAL_STATES = frozenset({TASK_SUCCESS, TASK_FAILED, TASK_UPSTREAM_FAILED, TASK_SKIPPED})
+# states a running worker may finish its claimed task run with
+TASK_RUN_FINISH_STATES = frozenset({TASK_SUCCESS, TASK_FAILED, TASK_UP_FOR_RETRY})
+# states decided without running the task (trigger rules); `failed` covers "could not even start"
+TASK_RUN_DECIDED_STATES = frozenset({TASK_UPSTREAM_FAILED, TASK_SKIPPED, TASK_FAILED})
+
+# trigger kinds
+TRIGGER_SCHEDULED = "scheduled"
+TRIGGER_MANUAL = "manual"
+TRIGGER_CATCHUP = "catchup"
+TRIGGER_BACKFILL = "backfill"
+TRIGGER_REPLAY = "replay"
+TRIGGERS = frozenset(
+    {TRIGGER_SCHEDULED, TRIGGER_MANUAL, TRIGGER_CATCHUP, TRIGGER_BACKFILL, TRIGGER_REPLAY}
+)
+
+ClaimOutcome = Literal["run", "done", "held"]
+
+
+def _duration(started_at: datetime | None, ended_at: datetime | None) -> float | None:
+    if started_at is None or ended_at is None:
+        return None
+    return (ended_at - started_at).total_seconds()
+
+
+@dataclass(frozen=True, slots=True)
+class DagRunRecord:
+    """One DAG run as stored: identity, trigger, conf, state and timestamps."""
+
+    dag_id: str
+    run_id: str
+    logical_date: datetime | None
+    trigger: str
+    conf: dict[str, Any]
+    state: str
+    queued_at: datetime
+    started_at: datetime | None
+    ended_at: datetime | None
+    leader_epoch: int | None
+
+    @property
+    def duration_seconds(self) -> float | None:
+        """Seconds from start to end, None until the run has both."""
+        return _duration(self.started_at, self.ended_at)
+
+
+@dataclass(frozen=True, slots=True)
+class TaskRunRecord:
+    """One task run (the latest try of one dedupe key): state, lease, result or error."""
+
+    dedupe_key: str
+    dag_id: str
+    run_id: str
+    task_id: str
+    map_index: int
+    state: str
+    try_number: int
+    worker: str | None
+    celery_task_id: str | None
+    lease_expires_at: datetime | None
+    started_at: datetime | None
+    ended_at: datetime | None
+    result: Any
+    error: str | None
+    traceback: str | None
+
+    @property
+    def duration_seconds(self) -> float | None:
+        """Seconds the latest try ran, None until it has ended."""
+        return _duration(self.started_at, self.ended_at)
+
+
+@dataclass(frozen=True, slots=True)
+class Claim:
+    """What claiming a dedupe key decided.
+
+    ``run``: this caller holds the lease (``token``) and must run the task, then finish it;
+    ``done``: the task run is already terminal, ``record`` holds its result or error;
+    ``held``: another live worker holds the lease (``record.worker``): retry later.
+    """
+
+    outcome: ClaimOutcome
+    record: TaskRunRecord
+    token: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class DeadLetterRecord:
+    """A task run that exhausted its retries, with what it takes to replay it."""
+
+    id: int
+    dedupe_key: str
+    dag_id: str
+    run_id: str
+    task_id: str
+    map_index: int
+    args: dict[str, Any]
+    conf: dict[str, Any]
+    error: str
+    traceback: str | None
+    tries: int
+    created_at: datetime
+    replayed_at: datetime | None

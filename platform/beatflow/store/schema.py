@@ -1,0 +1,59 @@
+"""Schema management through Alembic: upgrade to head, read the current revision, and refuse to
+run against a database that is behind the code. Migrations live in ``migrations/`` (package data)
+and run inside one transaction, serialised between processes by a lock."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import sqlalchemy as sa
+from alembic import command
+from alembic.config import Config
+from alembic.runtime.migration import MigrationContext
+from alembic.script import ScriptDirectory
+
+from beatflow.store.engine import SQLITE_BEGIN
+
+MIGRATIONS = Path(__file__).parent / "migrations"
+VERSION_TABLE = "beatflow_alembic_version"
+# any constant: two processes upgrading the same PostgreSQL database take turns on it
+_PG_UPGRADE_LOCK = 0x6265_6174_666C
+
+
+def alembic_config(connection: sa.Connection | None = None) -> Config:
+    config = Config()
+    config.set_main_option("script_location", str(MIGRATIONS))
+    if connection is not None:
+        config.attributes["connection"] = connection
+    return config
+
+
+def head_revision() -> str:
+    head = ScriptDirectory.from_config(alembic_config()).get_current_head()
+    assert head is not None, f"no migrations under {MIGRATIONS}"
+    return head
+
+
+def known_revisions() -> set[str]:
+    return {s.revision for s in ScriptDirectory.from_config(alembic_config()).walk_revisions()}
+
+
+def current_revision(connection: sa.Connection) -> str | None:
+    """The revision the database is at; None for a database beatflow never upgraded."""
+    context = MigrationContext.configure(connection, opts={"version_table": VERSION_TABLE})
+    return context.get_current_revision()
+
+
+def migrate(engine: sa.Engine, target: str = "head", *, downgrade: bool = False) -> str | None:
+    """Upgrade (or downgrade) to ``target`` in one transaction; return the revision reached."""
+    with engine.connect() as conn:
+        conn = conn.execution_options(**{SQLITE_BEGIN: "IMMEDIATE"})
+        with conn.begin():
+            if conn.dialect.name == "postgresql":
+                conn.execute(sa.select(sa.func.pg_advisory_xact_lock(_PG_UPGRADE_LOCK)))
+            config = alembic_config(conn)
+            if downgrade:
+                command.downgrade(config, target)
+            else:
+                command.upgrade(config, target)
+            return current_revision(conn)

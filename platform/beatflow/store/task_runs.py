@@ -1,0 +1,271 @@
+"""Task runs and the claim protocol: a dedupe key is claimed with an atomic insert-or-conflict
+followed by a conditional UPDATE (never read-then-write), so however many workers receive the
+same message, one runs it, the others wait for it or get its stored result.
+
+A claim carries a lease (token + expiry). The holder renews it while it runs; a lease that
+expires means its worker died, and the next claim takes the task run over as a new try. Only
+the current token can finish a task run, so a worker whose lease was taken over cannot
+overwrite its successor."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime, timedelta
+from typing import Any
+
+import sqlalchemy as sa
+
+from beatflow.errors import ResultError, StoreError
+from beatflow.store.base import StoreBase, task_run_record
+from beatflow.store.engine import dumps_json, require_aware, utcnow
+from beatflow.store.models import task_runs
+from beatflow.store.records import (
+    TASK_RUN_DECIDED_STATES,
+    TASK_RUN_FINISH_STATES,
+    TASK_RUN_TERMINAL_STATES,
+    TASK_RUNNING,
+    TASK_UP_FOR_RETRY,
+    Claim,
+    TaskRunRecord,
+)
+
+RESULT_HINT = "put big data in object storage and return its key"
+# how often a claim retries when the row changes between its statements (e.g. a concurrent reset)
+_CLAIM_ATTEMPTS = 5
+
+
+class TaskRunsMixin(StoreBase):
+    def claim_task_run(
+        self,
+        dedupe_key: str,
+        *,
+        dag_id: str,
+        run_id: str,
+        task_id: str,
+        map_index: int = -1,
+        worker: str | None = None,
+        celery_task_id: str | None = None,
+    ) -> Claim:
+        """Claim ``dedupe_key`` before running its task: ``run`` (you hold a new lease),
+        ``done`` (already terminal: use ``record``) or ``held`` (a live lease: retry later)."""
+        for _ in range(_CLAIM_ATTEMPTS):
+            now = utcnow()
+            token = uuid.uuid4().hex
+            lease = {
+                "state": TASK_RUNNING,
+                "worker": worker,
+                "celery_task_id": celery_task_id,
+                "lease_token": token,
+                "lease_expires_at": now + timedelta(seconds=self.lease_seconds),
+                "started_at": now,
+                "ended_at": None,
+                "result": None,
+                "error": None,
+                "traceback": None,
+            }
+            insert = (
+                self._insert(task_runs)
+                .values(
+                    dedupe_key=dedupe_key,
+                    dag_id=dag_id,
+                    run_id=run_id,
+                    task_id=task_id,
+                    map_index=map_index,
+                    try_number=1,
+                    **lease,
+                )
+                .on_conflict_do_nothing(index_elements=["dedupe_key"])
+                .returning(*task_runs.c)
+            )
+            takeover = (
+                sa.update(task_runs)
+                .where(
+                    task_runs.c.dedupe_key == dedupe_key,
+                    sa.or_(
+                        task_runs.c.state == TASK_UP_FOR_RETRY,
+                        sa.and_(
+                            task_runs.c.state == TASK_RUNNING,
+                            task_runs.c.lease_expires_at < now,
+                        ),
+                    ),
+                )
+                .values(try_number=task_runs.c.try_number + 1, **lease)
+                .returning(*task_runs.c)
+            )
+            with self._write(f"claiming task run {dedupe_key!r}") as conn:
+                row = conn.execute(insert).mappings().first()
+                if row is None:
+                    row = conn.execute(takeover).mappings().first()
+                if row is not None:
+                    return Claim("run", task_run_record(row), token)
+                current = conn.execute(
+                    sa.select(task_runs).where(task_runs.c.dedupe_key == dedupe_key)
+                ).mappings().first()
+            if current is None:  # pruned between the statements: claim afresh
+                continue
+            if current["state"] in TASK_RUN_TERMINAL_STATES:
+                return Claim("done", task_run_record(current), None)
+            if current["state"] == TASK_RUNNING:
+                # live lease, or one that expired after our UPDATE looked: either way, later
+                return Claim("held", task_run_record(current), None)
+        raise StoreError(
+            f"could not claim task run {dedupe_key!r}: it changed state {_CLAIM_ATTEMPTS} times "
+            "during the claim; retry the task"
+        )
+
+    def renew_lease(self, dedupe_key: str, token: str) -> bool:
+        """Push the lease expiry out by ``lease_seconds``; False if the lease was taken over
+        (the caller should stop: its result will not be recorded)."""
+        expires = utcnow() + timedelta(seconds=self.lease_seconds)
+        with self._write(f"renewing the lease of task run {dedupe_key!r}") as conn:
+            updated = conn.execute(
+                sa.update(task_runs)
+                .where(
+                    task_runs.c.dedupe_key == dedupe_key,
+                    task_runs.c.lease_token == token,
+                    task_runs.c.state == TASK_RUNNING,
+                )
+                .values(lease_expires_at=expires)
+            )
+            return updated.rowcount == 1
+
+    def finish_task_run(
+        self,
+        dedupe_key: str,
+        token: str,
+        *,
+        state: str,
+        result: Any = None,
+        error: str | None = None,
+        traceback: str | None = None,
+    ) -> bool:
+        """Record the outcome of a claimed task run (success, failed or up_for_retry). Applies
+        only while ``token`` holds the lease; returns False (nothing written) otherwise.
+        Raises ResultError, writing nothing, if ``result`` is not JSON or is too large."""
+        if state not in TASK_RUN_FINISH_STATES:
+            raise StoreError(
+                f"cannot finish task run {dedupe_key!r} as {state!r}; "
+                f"expected one of {', '.join(sorted(TASK_RUN_FINISH_STATES))}"
+            )
+        self.check_result(dedupe_key, result)
+        with self._write(f"finishing task run {dedupe_key!r}") as conn:
+            updated = conn.execute(
+                sa.update(task_runs)
+                .where(
+                    task_runs.c.dedupe_key == dedupe_key,
+                    task_runs.c.lease_token == token,
+                    task_runs.c.state == TASK_RUNNING,
+                )
+                .values(
+                    state=state,
+                    result=result,
+                    error=error,
+                    traceback=traceback,
+                    ended_at=utcnow(),
+                    lease_token=None,
+                    lease_expires_at=None,
+                )
+            )
+            return updated.rowcount == 1
+
+    def check_result(self, dedupe_key: str, result: Any) -> None:
+        """Raise ResultError unless ``result`` is JSON-serialisable within result_max_bytes."""
+        try:
+            size = len(dumps_json(result).encode())
+        except (TypeError, ValueError) as exc:
+            raise ResultError(
+                f"task run {dedupe_key!r} returned a {type(result).__name__} that is not "
+                f"JSON-serialisable ({exc}); return JSON values (dict, list, str, number, bool, "
+                f"None) of at most {self.result_max_bytes} bytes; {RESULT_HINT}",
+                dedupe_key=dedupe_key,
+                limit=self.result_max_bytes,
+            ) from exc
+        if size > self.result_max_bytes:
+            raise ResultError(
+                f"task run {dedupe_key!r} returned {size} bytes of JSON, over the limit of "
+                f"{self.result_max_bytes} bytes (BEATFLOW_RESULT_MAX_BYTES); {RESULT_HINT}",
+                dedupe_key=dedupe_key,
+                size=size,
+                limit=self.result_max_bytes,
+            )
+
+    def set_task_state(
+        self,
+        dedupe_key: str,
+        *,
+        dag_id: str,
+        run_id: str,
+        task_id: str,
+        map_index: int = -1,
+        state: str,
+        error: str | None = None,
+    ) -> bool:
+        """Record a state decided without running the task (upstream_failed, skipped, or failed
+        before it could start). Insert-or-ignore: returns True only if this call wrote it."""
+        if state not in TASK_RUN_DECIDED_STATES:
+            raise StoreError(
+                f"cannot set task run {dedupe_key!r} to {state!r} without running it; "
+                f"expected one of {', '.join(sorted(TASK_RUN_DECIDED_STATES))}"
+            )
+        insert = (
+            self._insert(task_runs)
+            .values(
+                dedupe_key=dedupe_key,
+                dag_id=dag_id,
+                run_id=run_id,
+                task_id=task_id,
+                map_index=map_index,
+                state=state,
+                try_number=0,
+                error=error,
+                ended_at=utcnow(),
+            )
+            .on_conflict_do_nothing(index_elements=["dedupe_key"])
+        )
+        with self._write(f"setting task run {dedupe_key!r} to {state}") as conn:
+            return conn.execute(insert).rowcount == 1
+
+    def get_task_run(self, dedupe_key: str) -> TaskRunRecord | None:
+        with self._read(f"reading task run {dedupe_key!r}") as conn:
+            row = conn.execute(
+                sa.select(task_runs).where(task_runs.c.dedupe_key == dedupe_key)
+            ).mappings().first()
+        return None if row is None else task_run_record(row)
+
+    def get_task_runs(self, dag_id: str, run_id: str) -> list[TaskRunRecord]:
+        """The task runs of one DAG run, by start time (never-started ones last), task, map index."""
+        query = (
+            sa.select(task_runs)
+            .where(task_runs.c.dag_id == dag_id, task_runs.c.run_id == run_id)
+            .order_by(
+                task_runs.c.started_at.asc().nulls_last(),
+                task_runs.c.task_id,
+                task_runs.c.map_index,
+            )
+        )
+        with self._read(f"reading the task runs of DAG run {dag_id}/{run_id}") as conn:
+            rows = conn.execute(query).mappings().all()
+        return [task_run_record(r) for r in rows]
+
+    def reset_task_run(self, dedupe_key: str) -> bool:
+        """For replay: a terminal task run goes back to up_for_retry, so the next claim runs it
+        as a new try under the same dedupe key. False if it is not terminal (or missing)."""
+        with self._write(f"resetting task run {dedupe_key!r}") as conn:
+            updated = conn.execute(
+                sa.update(task_runs)
+                .where(
+                    task_runs.c.dedupe_key == dedupe_key,
+                    task_runs.c.state.in_(TASK_RUN_TERMINAL_STATES),
+                )
+                .values(state=TASK_UP_FOR_RETRY, lease_token=None, lease_expires_at=None)
+            )
+            return updated.rowcount == 1
+
+    def count_stuck_task_runs(self, now: datetime | None = None) -> int:
+        """Task runs still 'running' whose lease expired: their worker died or hangs."""
+        at = utcnow() if now is None else require_aware(now, "now")
+        query = sa.select(sa.func.count()).where(
+            task_runs.c.state == TASK_RUNNING, task_runs.c.lease_expires_at < at
+        )
+        with self._read("counting stuck task runs") as conn:
+            return int(conn.execute(query).scalar_one())
