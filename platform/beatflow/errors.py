@@ -12,7 +12,8 @@
     │   ├── SchemaOutOfDateError   the database is behind the code: run `beatflow db upgrade`
     │   └── ResultError            a task's return value is not JSON or is too large
     ├── LeaseHeldError           another live worker holds the task run's lease
-    └── SchedulerError           the beat cannot run with these settings
+    ├── SchedulerError           the beat cannot run with these settings
+    └── DevStackError            `beatflow dev` cannot start its Redis or a child process
 """
 
 from __future__ import annotations
@@ -124,3 +125,7 @@ class LeaseHeldError(BeatflowError):
 
 class SchedulerError(BeatflowError):
     """Raised when the beat cannot run safely with the given settings or Redis."""
+
+
+class DevStackError(BeatflowError):
+    """Raised when the embedded dev stack cannot start its Redis or one of its child processes."""
