@@ -1,0 +1,156 @@
+"""`beatflow health worker|beat|exporter|flower|auto`: cheap local probes for container health
+checks and Kubernetes probes. Each prints one line and exits 0 (healthy) or 1 (not)."""
+
+from __future__ import annotations
+
+import socket
+import sys
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import click
+
+from beatflow.cli.common import load_settings
+from beatflow.settings import Settings
+
+PROCESSES = ("worker", "beat", "exporter", "flower")
+_KOMBU_SCHEMES = {"redis", "rediss", "sentinel", "unix", "redis+socket"}
+
+
+class Unhealthy(Exception):
+    """Raised by a probe with the one-line reason the process is not healthy."""
+
+
+def check_redis(url: str, timeout: float) -> None:
+    """Connect to the Redis at ``url`` and PING it, within ``timeout`` seconds."""
+    from kombu import Connection
+
+    from beatflow.settings import mask_url
+
+    conn = Connection(
+        url,
+        connect_timeout=timeout,
+        transport_options={"socket_timeout": timeout, "socket_connect_timeout": timeout},
+    )
+    try:
+        conn.ensure_connection(max_retries=1, interval_start=0, interval_step=0, timeout=timeout)
+        conn.default_channel.client.ping()
+    except Exception as exc:  # any failure to reach Redis is the answer, not a crash
+        raise Unhealthy(f"Redis at {mask_url(url)} unreachable: {exc}") from exc
+    finally:
+        conn.release()
+
+
+def check_worker(settings: Settings, node: str, timeout: float) -> str:
+    """Ping only this worker's own node through the broker (never the whole cluster)."""
+    from celery import Celery
+
+    check_redis(settings.broker_url, timeout)
+    app = Celery("beatflow-health", set_as_current=False)
+    app.conf.update(broker_url=settings.broker_url, **_transport(settings))
+    try:
+        replies = app.control.inspect(destination=[node], timeout=timeout).ping() or {}
+    finally:
+        app.close()
+    if node not in replies:
+        raise Unhealthy(f"worker {node} did not answer a ping within {timeout:g}s")
+    return f"worker {node} answered ping"
+
+
+def check_beat(settings: Settings, timeout: float) -> str:
+    """The beat process is alive here and can reach the Redis that holds its lock."""
+    url = settings.effective_redbeat_url
+    if urlsplit(url).scheme not in _KOMBU_SCHEMES:
+        url = settings.broker_url
+    check_redis(url, timeout)
+    if not any(_is_beat(argv) for argv in _process_argvs()):
+        raise Unhealthy("no `celery beat` process is running in this container")
+    return "beat process running, Redis reachable"
+
+
+def check_http(name: str, url: str, timeout: float) -> str:
+    """GET ``url`` and expect a 2xx answer."""
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as response:  # noqa: S310 (local URL)
+            status = int(response.status)
+    except (urllib.error.URLError, OSError) as exc:
+        raise Unhealthy(f"{name} at {url} did not answer: {exc}") from exc
+    if not 200 <= status < 300:
+        raise Unhealthy(f"{name} at {url} answered HTTP {status}")
+    return f"{name} answered HTTP {status} at {url}"
+
+
+def check_exporter(settings: Settings, timeout: float) -> str:
+    check_redis(settings.broker_url, timeout)
+    return check_http("exporter", f"http://127.0.0.1:{settings.metrics_port}/healthz", timeout)
+
+
+def check_flower(settings: Settings, timeout: float) -> str:
+    # Flower's /healthcheck needs no credentials, so the probe never handles the password.
+    return check_http("flower", f"http://127.0.0.1:{settings.flower_port}/healthcheck", timeout)
+
+
+def detect_process(argvs: Iterator[list[str]] | None = None) -> str:
+    """Which beatflow process this container runs, from the command lines of its processes."""
+    for argv in argvs if argvs is not None else _process_argvs():
+        words = {Path(a).name for a in argv}
+        if "exporter" in words and any("beatflow" in w for w in words):
+            return "exporter"
+        for name in ("worker", "beat", "flower"):
+            if name in words and any(w.startswith("celery") for w in words):
+                return name
+    raise Unhealthy("cannot tell which beatflow process runs here; name it: beatflow health worker")
+
+
+def _is_beat(argv: list[str]) -> bool:
+    words = [Path(a).name for a in argv]
+    return "beat" in words and any(w.startswith("celery") for w in words)
+
+
+def _process_argvs() -> Iterator[list[str]]:
+    proc = Path("/proc")
+    pids = sorted((int(p.name) for p in proc.iterdir() if p.name.isdigit()), key=lambda p: p != 1)
+    for pid in pids:
+        try:
+            raw = (proc / str(pid) / "cmdline").read_bytes()
+        except OSError:
+            continue
+        if raw:
+            yield [a.decode(errors="replace") for a in raw.rstrip(b"\0").split(b"\0")]
+
+
+def _transport(settings: Settings) -> dict[str, object]:
+    config = settings.celery_config()
+    return {"broker_transport_options": config["broker_transport_options"]}
+
+
+@click.command()
+@click.argument("process", type=click.Choice((*PROCESSES, "auto")), default="auto")
+@click.option("--timeout", type=click.FloatRange(0.1, 60), default=5.0, show_default=True,
+              help="Seconds to wait for Redis, the ping reply or the HTTP answer.")
+@click.option("--node", default=None,
+              help="Worker node name to ping (default: celery@<this hostname>).")
+def health(process: str, timeout: float, node: str | None) -> None:
+    """Probe the beatflow PROCESS running in this container; exit 0 if healthy, 1 if not.
+
+    worker: Redis reachable and this worker's own node answers a ping. beat: a beat process
+    runs here and its Redis is reachable. exporter: Redis reachable and /healthz answers.
+    flower: /healthcheck answers. auto (default): tell the process from the command line.
+    """
+    settings = load_settings()
+    checks: dict[str, Callable[[], str]] = {
+        "worker": lambda: check_worker(settings, node or f"celery@{socket.gethostname()}", timeout),
+        "beat": lambda: check_beat(settings, timeout),
+        "exporter": lambda: check_exporter(settings, timeout),
+        "flower": lambda: check_flower(settings, timeout),
+    }
+    try:
+        name = detect_process() if process == "auto" else process
+        message = checks[name]()
+    except Unhealthy as exc:
+        click.echo(f"unhealthy: {exc}")
+        sys.exit(1)
+    click.echo(f"healthy: {message}")

@@ -1,0 +1,53 @@
+"""The Redis lists behind a Celery queue and the KEDA triggers that count them.
+
+kombu's Redis transport keeps one list per priority step: the bare queue name for step 0 and
+``<queue>\\x06\\x16<step>`` for the others. A KEDA ``redis`` trigger on the bare name alone
+undercounts (kedacore/keda#7066), so a ScaledObject needs one trigger per list, summed with
+``advanced.scalingModifiers.formula``. The k8s and Helm tests compare rendered objects to this.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from kombu.transport.redis import PRIORITY_STEPS
+
+PRIORITY_SEP = "\x06\x16"  # kombu.transport.redis.Channel.sep
+STEPS: tuple[int, ...] = tuple(PRIORITY_STEPS)
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerList:
+    """One Redis list of a queue: its priority step, key and KEDA trigger name."""
+
+    queue: str
+    step: int
+
+    @property
+    def key(self) -> str:
+        return self.queue if self.step == 0 else f"{self.queue}{PRIORITY_SEP}{self.step}"
+
+    @property
+    def trigger_name(self) -> str:
+        # Trigger names are identifiers in KEDA's formula language: no dashes or dots.
+        return f"{_ident(self.queue)}_p{self.step}"
+
+
+def broker_lists(queue: str, steps: Sequence[int] = STEPS) -> tuple[BrokerList, ...]:
+    """Every Redis list that holds ``queue``'s waiting messages, highest priority first."""
+    return tuple(BrokerList(queue, step) for step in steps)
+
+
+def broker_keys(queues: Sequence[str], steps: Sequence[int] = STEPS) -> list[str]:
+    """The Redis keys of all lists of all ``queues`` (what ``LLEN`` must be summed over)."""
+    return [lst.key for q in queues for lst in broker_lists(q, steps)]
+
+
+def scaling_formula(queues: Sequence[str], steps: Sequence[int] = STEPS) -> str:
+    """KEDA ``scalingModifiers.formula`` summing every list trigger of ``queues``."""
+    return " + ".join(lst.trigger_name for q in queues for lst in broker_lists(q, steps))
+
+
+def _ident(name: str) -> str:
+    return "".join(c if c.isalnum() else "_" for c in name)
