@@ -11,6 +11,7 @@ import click
 # name -> "module:attribute" of a click command or group
 COMMANDS: dict[str, str] = {
     "config": "beatflow.cli.config:config",
+    "health": "beatflow.cli.health:health",
 }
 
 
