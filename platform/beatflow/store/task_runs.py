@@ -221,9 +221,10 @@ class TaskRunsMixin(StoreBase):
                 ended_at=utcnow(),
             )
             .on_conflict_do_nothing(index_elements=["dedupe_key"])
+            .returning(task_runs.c.id)
         )
         with self._write(f"setting task run {dedupe_key!r} to {state}") as conn:
-            return conn.execute(insert).rowcount == 1
+            return conn.execute(insert).first() is not None
 
     def get_task_run(self, dedupe_key: str) -> TaskRunRecord | None:
         with self._read(f"reading task run {dedupe_key!r}") as conn:

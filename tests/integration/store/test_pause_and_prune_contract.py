@@ -1,0 +1,97 @@
+"""Store contract, pause switches and retention (prune in batches)."""
+
+from __future__ import annotations
+
+import threading
+from datetime import timedelta
+
+import pytest
+
+from beatflow.errors import StoreError
+from beatflow.store import Store
+from tests.integration.store.conftest import MakeStore
+
+
+def test_pausing_survives_a_new_store_and_unpausing_clears_it(make_store: MakeStore) -> None:
+    store = make_store()
+    assert not store.is_paused("etl") and store.paused_dag_ids() == set()
+    store.set_paused("etl", True)
+    store.set_paused("report", True)
+    store.set_paused("report", True)  # idempotent
+    restarted = make_store()
+    assert restarted.is_paused("etl")
+    assert restarted.paused_dag_ids() == {"etl", "report"}
+    restarted.set_paused("etl", False)
+    assert not store.is_paused("etl")
+    assert store.paused_dag_ids() == {"report"}
+
+
+def _finished_run(store: Store, dag_id: str, run_id: str, state: str = "success") -> None:
+    store.create_dag_run(dag_id, run_id)
+    claim = store.claim_task_run(f"{dag_id}/{run_id}/t", dag_id=dag_id, run_id=run_id,
+                                 task_id="t")
+    store.finish_task_run(f"{dag_id}/{run_id}/t", claim.token or "", state="failed", error="x")
+    store.add_dead_letter(
+        dedupe_key=f"{dag_id}/{run_id}/t", dag_id=dag_id, run_id=run_id, task_id="t",
+        map_index=-1, args={}, conf={}, error="x", traceback=None, tries=1,
+    )
+    store.finish_dag_run(dag_id, run_id, state)
+
+
+def test_prune_deletes_only_finished_runs_older_than_the_cutoff_in_batches(
+    store: Store,
+) -> None:
+    for i in range(5):
+        _finished_run(store, "etl", f"old{i}", state="success" if i % 2 else "failed")
+    store.create_dag_run("etl", "queued")  # never finished: kept whatever its age
+    store.create_dag_run("etl", "running")
+    store.mark_dag_run_running("etl", "running")
+    store.claim_task_run("etl/running/t", dag_id="etl", run_id="running", task_id="t")
+
+    # nothing ended a day ago yet: nothing to prune
+    assert store.prune(timedelta(days=1)) == 0
+    batches: list[int] = []
+    assert store.prune(timedelta(0), batch_size=2, on_batch=batches.append) == 5
+    assert batches == [2, 2, 1]
+
+    assert {r.run_id for r in store.list_dag_runs("etl")} == {"queued", "running"}
+    assert [t.dedupe_key for t in store.get_task_runs("etl", "running")] == ["etl/running/t"]
+    for i in range(5):
+        assert store.get_task_runs("etl", f"old{i}") == []
+    assert store.count_dead_letters() == 0
+    assert store.prune(timedelta(0)) == 0
+
+
+def test_prune_keeps_recent_finished_runs(store: Store) -> None:
+    _finished_run(store, "etl", "recent")
+    assert store.prune(timedelta(hours=1)) == 0
+    assert store.get_dag_run("etl", "recent") is not None
+    assert len(store.get_task_runs("etl", "recent")) == 1
+
+
+def test_writers_are_not_locked_out_while_prune_runs(make_store: MakeStore) -> None:
+    store = make_store()
+    for i in range(60):
+        store.create_dag_run("etl", f"old{i}")
+        store.finish_dag_run("etl", f"old{i}", "success")
+    writer = make_store()
+    written: list[str] = []
+
+    def write_between_batches(_: int) -> None:
+        # a write from another store (its own connection) lands while prune is mid-way
+        thread = threading.Thread(
+            target=lambda: written.append(writer.create_dag_run("etl", f"new{len(written)}")[0].run_id)
+        )
+        thread.start()
+        thread.join(timeout=10)
+
+    assert store.prune(timedelta(0), batch_size=20, on_batch=write_between_batches) == 60
+    assert written == ["new0", "new1", "new2"]
+    assert {r.run_id for r in store.list_dag_runs("etl")} == set(written)
+
+
+def test_prune_refuses_negative_ages_and_empty_batches(store: Store) -> None:
+    with pytest.raises(StoreError, match="must not be negative"):
+        store.prune(timedelta(days=-1))
+    with pytest.raises(StoreError, match="batch_size=0"):
+        store.prune(timedelta(days=1), batch_size=0)

@@ -1,0 +1,250 @@
+"""Store contract, task runs: the claim protocol (run / done / held / takeover), lease renewal,
+stale tokens, result validation, states decided without running, replay resets."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+from beatflow.errors import ResultError, StoreError
+from beatflow.store import Claim, Store
+from tests.integration.store.conftest import MakeStore
+
+KEY = "etl/r1/load"
+
+
+def claim(store: Store, key: str = KEY, *, worker: str = "w1", task_id: str = "load",
+          map_index: int = -1) -> Claim:
+    return store.claim_task_run(
+        key, dag_id="etl", run_id="r1", task_id=task_id, map_index=map_index, worker=worker,
+        celery_task_id=f"celery-{worker}",
+    )
+
+
+def wait_for(condition: Callable[[], Any], *, timeout: float = 10.0) -> Any:
+    """Poll ``condition`` until it returns something truthy; fail after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = condition()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            pytest.fail(f"condition not met within {timeout} s")
+        time.sleep(0.05)
+
+
+def test_the_first_claim_runs_with_a_fresh_lease(store: Store) -> None:
+    before = datetime.now(UTC)
+    first = claim(store)
+    assert first.outcome == "run" and first.token
+    record = first.record
+    assert (record.state, record.try_number, record.worker) == ("running", 1, "w1")
+    assert record.celery_task_id == "celery-w1"
+    assert record.lease_expires_at is not None
+    assert record.lease_expires_at >= before + timedelta(seconds=store.lease_seconds)
+    assert record.started_at is not None and record.ended_at is None
+    assert store.get_task_run(KEY) == record
+
+
+def test_a_second_claim_while_the_lease_is_live_is_held_and_names_the_holder(
+    store: Store,
+) -> None:
+    first = claim(store, worker="w1")
+    second = claim(store, worker="w2")
+    assert second.outcome == "held" and second.token is None
+    assert second.record.worker == "w1"
+    assert store.finish_task_run(KEY, first.token or "", state="success", result=1)
+
+
+def test_a_claim_after_success_is_done_and_returns_the_stored_result(store: Store) -> None:
+    first = claim(store)
+    assert store.finish_task_run(KEY, first.token or "", state="success", result={"rows": [1, 2]})
+    again = claim(store, worker="w2")
+    assert again.outcome == "done" and again.token is None
+    assert again.record.result == {"rows": [1, 2]}
+    assert again.record.state == "success" and again.record.try_number == 1
+    assert again.record.duration_seconds is not None and again.record.duration_seconds >= 0
+
+
+def test_a_claim_after_failure_is_done_and_carries_the_error(store: Store) -> None:
+    first = claim(store)
+    assert store.finish_task_run(
+        KEY, first.token or "", state="failed", error="ValueError: bad row", traceback="Traceback…"
+    )
+    again = claim(store)
+    assert again.outcome == "done"
+    assert (again.record.state, again.record.error) == ("failed", "ValueError: bad row")
+    assert again.record.traceback == "Traceback…" and again.record.result is None
+
+
+def test_up_for_retry_is_claimed_again_as_the_next_try(store: Store) -> None:
+    first = claim(store, worker="w1")
+    assert store.finish_task_run(KEY, first.token or "", state="up_for_retry", error="timeout")
+    retry = claim(store, worker="w2")
+    assert retry.outcome == "run" and retry.token not in (None, first.token)
+    assert (retry.record.try_number, retry.record.state, retry.record.worker) == (
+        2, "running", "w2",
+    )
+    assert retry.record.error is None  # the new try starts clean
+    assert store.get_task_run(KEY) == retry.record
+
+
+def test_an_expired_lease_is_taken_over_as_a_new_try_and_the_stale_worker_is_refused(
+    make_store: MakeStore,
+) -> None:
+    store = make_store(lease_seconds=1.0)
+    dead = claim(store, worker="dead-worker")
+    assert claim(store, worker="w2").outcome == "held"
+
+    takeover = wait_for(lambda: (c := claim(store, worker="w2")).outcome == "run" and c)
+    assert takeover.token != dead.token
+    assert (takeover.record.try_number, takeover.record.worker) == (2, "w2")
+    assert store.count_stuck_task_runs() == 0
+
+    # the first worker wakes up: it can neither renew nor overwrite its successor
+    assert not store.renew_lease(KEY, dead.token or "")
+    assert not store.finish_task_run(KEY, dead.token or "", state="success", result="stale")
+    assert store.finish_task_run(KEY, takeover.token or "", state="success", result="fresh")
+    final = store.get_task_run(KEY)
+    assert final is not None and (final.result, final.worker) == ("fresh", "w2")
+
+
+def test_renewing_the_lease_keeps_the_task_run_held(make_store: MakeStore) -> None:
+    store = make_store(lease_seconds=1.0)
+    held = claim(store)
+    first_expiry = held.record.lease_expires_at
+    assert first_expiry is not None
+    deadline = first_expiry + timedelta(seconds=1)
+    while datetime.now(UTC) < deadline:  # renew well past the original expiry
+        assert store.renew_lease(KEY, held.token or "")
+        assert claim(store, worker="w2").outcome == "held"
+        time.sleep(0.2)
+    record = store.get_task_run(KEY)
+    assert record is not None and record.lease_expires_at is not None
+    assert record.lease_expires_at > first_expiry
+
+
+def test_a_stale_or_unknown_token_cannot_finish_or_renew(store: Store) -> None:
+    held = claim(store)
+    assert not store.finish_task_run(KEY, "not-the-token", state="success", result=1)
+    assert not store.renew_lease(KEY, "not-the-token")
+    assert not store.renew_lease("no/such/key", held.token or "")
+    assert store.finish_task_run(KEY, held.token or "", state="success", result=1)
+    # finishing twice, even with the right token, writes nothing
+    assert not store.finish_task_run(KEY, held.token or "", state="failed", error="late")
+    record = store.get_task_run(KEY)
+    assert record is not None and record.state == "success"
+
+
+def test_stuck_task_runs_are_the_running_ones_with_an_expired_lease(store: Store) -> None:
+    held = claim(store)
+    claim(store, "etl/r1/other", task_id="other")
+    assert held.record.lease_expires_at is not None
+    assert store.count_stuck_task_runs() == 0
+    later = held.record.lease_expires_at + timedelta(seconds=1)
+    assert store.count_stuck_task_runs(now=later) == 2
+    store.finish_task_run(KEY, held.token or "", state="success")
+    assert store.count_stuck_task_runs(now=later) == 1
+
+
+def test_a_result_that_is_not_json_raises_result_error_and_writes_nothing(store: Store) -> None:
+    held = claim(store)
+    with pytest.raises(ResultError) as caught:
+        store.finish_task_run(KEY, held.token or "", state="success", result={"at": object()})
+    message = str(caught.value)
+    assert KEY in message and "dict" in message and "not JSON-serialisable" in message
+    assert "put big data in object storage and return its key" in message
+    assert caught.value.dedupe_key == KEY
+    with pytest.raises(ResultError, match="not JSON-serialisable"):
+        store.finish_task_run(KEY, held.token or "", state="success", result=float("nan"))
+    record = store.get_task_run(KEY)
+    assert record is not None and record.state == "running"  # still ours to finish as failed
+    assert store.finish_task_run(KEY, held.token or "", state="failed", error="ResultError")
+
+
+def test_an_oversized_result_raises_result_error_naming_size_and_limit(
+    make_store: MakeStore,
+) -> None:
+    store = make_store(result_max_bytes=1000)
+    held = claim(store)
+    with pytest.raises(ResultError) as caught:
+        store.finish_task_run(KEY, held.token or "", state="success", result="x" * 1000)
+    error = caught.value
+    assert (error.size, error.limit) == (1002, 1000)
+    assert "1002 bytes" in str(error) and "1000 bytes" in str(error)
+    assert "put big data in object storage and return its key" in str(error)
+    assert store.finish_task_run(KEY, held.token or "", state="success", result="x" * 998)
+
+
+def test_json_results_round_trip_including_none(store: Store) -> None:
+    values: list[Any] = [None, 0, 1.5, "text", True, [1, "a", None], {"nested": {"k": [1]}}]
+    for i, value in enumerate(values):
+        key = f"etl/r1/t{i}"
+        held = claim(store, key, task_id=f"t{i}")
+        assert store.finish_task_run(key, held.token or "", state="success", result=value)
+        record = store.get_task_run(key)
+        assert record is not None and record.result == value
+
+
+def test_finishing_with_a_state_that_is_not_an_outcome_raises(store: Store) -> None:
+    held = claim(store)
+    with pytest.raises(StoreError, match="cannot finish task run"):
+        store.finish_task_run(KEY, held.token or "", state="skipped")
+
+
+def test_set_task_state_records_a_decision_once_and_never_overwrites(store: Store) -> None:
+    assert store.set_task_state(
+        "etl/r1/report", dag_id="etl", run_id="r1", task_id="report", state="upstream_failed",
+        error="upstream load failed",
+    )
+    assert not store.set_task_state(
+        "etl/r1/report", dag_id="etl", run_id="r1", task_id="report", state="skipped"
+    )
+    record = store.get_task_run("etl/r1/report")
+    assert record is not None
+    assert (record.state, record.try_number, record.error) == (
+        "upstream_failed", 0, "upstream load failed",
+    )
+    assert claim(store, "etl/r1/report", task_id="report").outcome == "done"
+
+    held = claim(store)  # a running task run is not overwritten by a decision either
+    assert not store.set_task_state(KEY, dag_id="etl", run_id="r1", task_id="load",
+                                    state="skipped")
+    assert store.finish_task_run(KEY, held.token or "", state="success")
+    with pytest.raises(StoreError, match="without running it"):
+        store.set_task_state("k", dag_id="etl", run_id="r1", task_id="t", state="success")
+
+
+def test_task_runs_of_a_dag_run_come_ordered_by_start_task_and_map_index(store: Store) -> None:
+    for index in (2, 0, 1):
+        claim(store, f"etl/r1/fan[{index}]", task_id="fan", map_index=index)
+    claim(store, "etl/r1/a", task_id="a")
+    store.set_task_state("etl/r1/skipped", dag_id="etl", run_id="r1", task_id="b",
+                         state="skipped")
+    store.claim_task_run("etl/r2/a", dag_id="etl", run_id="r2", task_id="a")
+    runs = store.get_task_runs("etl", "r1")
+    assert [(r.task_id, r.map_index) for r in runs] == [
+        ("fan", 2), ("fan", 0), ("fan", 1), ("a", -1), ("b", -1),
+    ]
+    assert store.get_task_runs("etl", "missing") == []
+    assert store.get_task_run("no/such/key") is None
+
+
+def test_reset_turns_a_finished_task_run_into_the_next_try_under_the_same_key(
+    store: Store,
+) -> None:
+    held = claim(store)
+    store.finish_task_run(KEY, held.token or "", state="failed", error="boom")
+    assert store.reset_task_run(KEY)
+    assert not store.reset_task_run(KEY)  # already waiting for its next try
+    record = store.get_task_run(KEY)
+    assert record is not None and record.state == "up_for_retry"
+    replay = claim(store, worker="w9")
+    assert replay.outcome == "run" and replay.record.try_number == 2
+    assert replay.record.error is None
+    assert not store.reset_task_run(KEY)  # running: not resettable
+    assert not store.reset_task_run("no/such/key")
