@@ -11,6 +11,8 @@ import click
 # name -> "module:attribute" of a click command or group
 COMMANDS: dict[str, str] = {
     "config": "beatflow.cli.config:config",
+    "db": "beatflow.cli.db:db",
+    "dev": "beatflow.cli.dev:dev",
     "health": "beatflow.cli.health:health",
 }
 

@@ -1,0 +1,143 @@
+"""`beatflow dev`: the whole platform on one machine with nothing configured; `--run DAG_ID` runs
+one DAG to completion with a live display and exits 0 on success, 1 otherwise."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import time
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+import click
+
+from beatflow.dev.display import TaskChangePrinter
+from beatflow.dev.stack import DevStack, StackInfo
+from beatflow.errors import BeatflowError
+from beatflow.settings import Settings, mask_url
+
+_STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+class StopRequested(BaseException):
+    """Raised in the main thread when a stop signal arrives, to unwind whatever is blocking."""
+
+
+def _raise_stop(signum: int, _frame: FrameType | None) -> None:
+    raise StopRequested(signum)
+
+
+def _parse_conf(raw: str | None) -> dict[str, Any] | None:
+    if raw is None:
+        return None
+    try:
+        conf = json.loads(raw)
+    except ValueError as exc:
+        raise click.BadParameter(
+            f'not JSON ({exc}); e.g. --conf \'{{"day": "2026-01-01"}}\''
+        ) from None
+    if not isinstance(conf, dict):
+        raise click.BadParameter('expected a JSON object, e.g. --conf \'{"day": "2026-01-01"}\'')
+    return conf
+
+
+@click.command()
+@click.option("--run", "dag_id", metavar="DAG_ID", help="Run this DAG to completion, then stop.")
+@click.option("--conf", "conf_json", metavar="JSON", help="The run's conf, a JSON object.")
+@click.option("--timeout", default=600.0, show_default=True, help="Seconds --run may take.")
+def dev(dag_id: str | None, conf_json: str | None, timeout: float) -> None:
+    """Start Redis (unless BEATFLOW_BROKER_URL is set), a SQLite results DB under .beatflow/
+    (unless BEATFLOW_DATABASE_URL is set), a worker, two beats, Flower and the exporter.
+
+    Ctrl-C or SIGTERM stops every one of them.
+    """
+    conf = _parse_conf(conf_json)
+    if conf is not None and dag_id is None:
+        raise click.BadParameter("--conf needs --run DAG_ID", param_hint="--conf")
+    # The CLI is the boundary where the environment enters: children inherit it, with the
+    # URLs of the stack added.
+    stack = DevStack(environ=dict(os.environ), cwd=Path.cwd(), echo=click.echo)
+    previous = {sig: signal.signal(sig, _raise_stop) for sig in _STOP_SIGNALS}
+    code = 1
+    try:
+        info = stack.start()
+        _print_ready(info, running=dag_id)
+        code = _follow(stack, dag_id, conf, timeout) if dag_id else _serve(stack)
+    except StopRequested:
+        code = 0 if dag_id is None else 130
+    except BeatflowError as exc:
+        click.echo(f"error: {exc}", err=True)
+        code = 1
+    finally:
+        for sig in _STOP_SIGNALS:
+            signal.signal(sig, signal.SIG_IGN)  # a second Ctrl-C must not cut the cleanup short
+        click.echo("beatflow dev: stopping…")
+        stack.stop()
+        click.echo("beatflow dev: stopped")
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    raise SystemExit(code)
+
+
+def _serve(stack: DevStack) -> int:
+    """Run until a stop signal; report children that die; give up if the worker dies."""
+    while True:
+        time.sleep(0.5)
+        for child in stack.report_dead_children():
+            if child.name in ("worker", "redis"):
+                click.echo(f"error: {child.name} died; stopping the stack", err=True)
+                return 1
+
+
+def _follow(stack: DevStack, dag_id: str, conf: dict[str, Any] | None, timeout: float) -> int:
+    from beatflow.app import create_app
+    from beatflow.runs import follow_run, trigger_dag
+
+    app = create_app(Settings.from_env(stack.child_env))
+    try:
+        started = time.monotonic()
+        record = trigger_dag(app, dag_id, conf=conf)
+        click.echo(f"triggered {dag_id} run {record.run_id}")
+        printer = TaskChangePrinter(click.echo)
+        try:
+            final = follow_run(app, dag_id, record.run_id, on_task_change=printer, timeout=timeout)
+        except TimeoutError as exc:
+            click.echo(f"error: {exc}; its task runs go on in the stack until it stops", err=True)
+            return 1
+        took = final.duration_seconds
+        took_s = f"{took:.2f}s" if took is not None else f"{time.monotonic() - started:.2f}s"
+        click.echo(f"{dag_id} run {final.run_id}: {final.state} in {took_s}")
+        return 0 if final.state == "success" else 1
+    finally:
+        app.close()
+
+
+def _print_ready(info: StackInfo, running: str | None) -> None:
+    metrics = info.metrics_url or "(no exporter installed: `beatflow exporter` is not registered)"
+    lines = [
+        "beatflow dev: ready",
+        f"  flower    {info.flower_url}   user {info.flower_user}   password "
+        f"{info.flower_password}",
+        f"  metrics   {metrics}",
+        f"  broker    {mask_url(info.broker_url)}",
+        f"  database  {mask_url(info.database_url)}",
+        f"  worker    {info.worker_node}  queues {','.join(info.queues)}",
+        f"  logs      {info.log_dir}/{{worker,beat-1,beat-2,flower}}.log",
+        "  in another shell:",
+        "    export "
+        + " ".join(
+            f"{name}={url}"
+            for name, url in (
+                ("BEATFLOW_BROKER_URL", info.broker_url),
+                ("BEATFLOW_DATABASE_URL", info.database_url),
+            )
+            if mask_url(url) == url  # never echo a password
+        ),
+        "    beatflow dags list",
+        "    beatflow dags trigger example_etl && beatflow runs list example_etl",
+    ]
+    if running is None:
+        lines.append("  Ctrl-C stops everything.")
+    click.echo("\n".join(lines))

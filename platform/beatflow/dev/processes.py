@@ -1,0 +1,171 @@
+"""Supervised child processes: each runs in a process group of its own, is recorded in a pid file
+under ``.beatflow/run/`` (pid, start time, command), and is stopped group-wide (SIGTERM, then
+SIGKILL after a grace period). Pid files a killed earlier run left behind are reaped."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import signal
+import subprocess
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import psutil
+
+log = logging.getLogger(__name__)
+
+PID_SUFFIX = ".pid.json"
+
+
+@dataclass
+class Child:
+    """One supervised child process, its log file and its pid file."""
+
+    name: str
+    argv: list[str]
+    log_path: Path
+    pid_path: Path
+    process: subprocess.Popen[bytes] | None = field(default=None, repr=False)
+
+    @property
+    def pid(self) -> int:
+        assert self.process is not None, f"{self.name} was never started"
+        return self.process.pid
+
+    def is_running(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+    def returncode(self) -> int | None:
+        return None if self.process is None else self.process.poll()
+
+    def log_tail(self, chars: int = 3000) -> str:
+        try:
+            return self.log_path.read_text(errors="replace")[-chars:]
+        except OSError:
+            return ""
+
+
+class Supervisor:
+    """Starts children in their own process groups and stops every one of them."""
+
+    def __init__(self, run_dir: Path, log_dir: Path) -> None:
+        self.run_dir = run_dir
+        self.log_dir = log_dir
+        self.children: list[Child] = []
+        run_dir.mkdir(parents=True, exist_ok=True)
+        log_dir.mkdir(parents=True, exist_ok=True)
+
+    def start(self, name: str, argv: Sequence[str], env: Mapping[str, str], cwd: Path) -> Child:
+        child = Child(
+            name=name,
+            argv=list(argv),
+            log_path=self.log_dir / f"{name}.log",
+            pid_path=self.run_dir / f"{name}{PID_SUFFIX}",
+        )
+        with open(child.log_path, "ab") as out:
+            # A session of its own: Ctrl-C in the terminal reaches only us, and we stop the
+            # whole group (a prefork worker's pool processes included) in order.
+            child.process = subprocess.Popen(
+                child.argv,
+                env=dict(env),
+                cwd=cwd,
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        self.children.append(child)
+        _write_pid_file(child.pid_path, child.pid, child.argv)
+        log.debug("started %s (pid %d): %s", name, child.pid, " ".join(child.argv))
+        return child
+
+    def dead_children(self) -> list[Child]:
+        return [c for c in self.children if not c.is_running()]
+
+    def stop_all(self, grace: float = 15.0) -> None:
+        """Stop every child still recorded, last started first."""
+        self.stop(list(self.children), grace=grace)
+
+    def stop(self, children: Sequence[Child], grace: float = 15.0) -> None:
+        """SIGTERM each child's group, SIGKILL what outlives ``grace``; drop their pid files."""
+        for child in reversed(children):
+            if child.is_running():
+                _signal_group(child.pid, signal.SIGTERM)
+        deadline = time.monotonic() + grace
+        for child in reversed(children):
+            if child.process is None:
+                continue
+            try:
+                child.process.wait(max(0.0, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                log.warning(
+                    "%s (pid %d) ignored SIGTERM for %.0fs; killing it",
+                    child.name,
+                    child.pid,
+                    grace,
+                )
+        for child in children:
+            if child.process is None:
+                continue
+            # The group may outlive its leader (pool processes): make sure it is gone too.
+            _signal_group(child.pid, signal.SIGKILL)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                child.process.wait(5)
+            child.pid_path.unlink(missing_ok=True)
+            if child in self.children:
+                self.children.remove(child)
+
+
+def _signal_group(pgid: int, sig: signal.Signals) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, sig)
+
+
+def _write_pid_file(path: Path, pid: int, argv: Sequence[str]) -> None:
+    started = psutil.Process(pid).create_time()
+    path.write_text(json.dumps({"pid": pid, "started": started, "argv": list(argv)}))
+
+
+def reap_stale(run_dir: Path, grace: float = 10.0) -> list[str]:
+    """Stop processes recorded by a previous run that was killed; remove every stale pid file.
+
+    A pid is only signalled when the process still has the recorded start time, so a pid the
+    kernel has since reused for something else is left alone. Returns what was reaped.
+    """
+    reaped: list[str] = []
+    if not run_dir.is_dir():
+        return reaped
+    victims: list[psutil.Process] = []
+    for path in sorted(run_dir.glob(f"*{PID_SUFFIX}")):
+        name = path.name[: -len(PID_SUFFIX)]
+        try:
+            record = json.loads(path.read_text())
+            proc = psutil.Process(int(record["pid"]))
+            if abs(proc.create_time() - float(record["started"])) > 0.01:
+                raise psutil.NoSuchProcess(int(record["pid"]))
+        except (OSError, ValueError, KeyError, TypeError, psutil.Error):
+            path.unlink(missing_ok=True)
+            continue
+        with contextlib.suppress(psutil.Error):
+            victims += [proc, *proc.children(recursive=True)]
+        _signal_group(proc.pid, signal.SIGTERM)
+        reaped.append(f"{name} (pid {proc.pid})")
+        path.unlink(missing_ok=True)
+    if victims:
+        _, alive = psutil.wait_procs(victims, timeout=grace)
+        for proc in alive:
+            with contextlib.suppress(psutil.Error):
+                _signal_group(proc.pid, signal.SIGKILL)
+                proc.kill()
+        psutil.wait_procs(alive, timeout=5)
+    # Celery's own pid files (beat --pidfile) of processes that are gone.
+    for path in run_dir.glob("*.celery.pid"):
+        with contextlib.suppress(OSError, ValueError):
+            if not psutil.pid_exists(int(path.read_text().strip() or 0)):
+                path.unlink(missing_ok=True)
+    return reaped

@@ -1,0 +1,290 @@
+"""The embedded stack: decide the broker and database URLs (given ones, else a local Redis and a
+SQLite file under ``.beatflow/``), start Redis, a worker, two beats, Flower and the exporter as
+supervised children, wait until the worker answers, and stop every one of them."""
+
+from __future__ import annotations
+
+import logging
+import os
+import secrets
+import socket
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from celery import Celery
+
+from beatflow.dev import redis as local_redis
+from beatflow.dev.processes import Child, Supervisor, reap_stale
+from beatflow.errors import DevStackError
+from beatflow.settings import Settings
+
+log = logging.getLogger(__name__)
+
+STATE_DIR = ".beatflow"
+
+
+@dataclass(frozen=True, slots=True)
+class StackInfo:
+    """Where to look once the stack is up."""
+
+    broker_url: str
+    database_url: str
+    flower_url: str
+    flower_user: str
+    flower_password: str
+    metrics_url: str | None
+    log_dir: Path
+    worker_node: str
+    queues: tuple[str, ...]
+
+
+@dataclass
+class DevStack:
+    """One embedded stack rooted at ``cwd``; ``environ`` is what children inherit."""
+
+    environ: Mapping[str, str]
+    cwd: Path
+    echo: Callable[[str], None] = print
+    grace: float = 15.0
+    supervisor: Supervisor = field(init=False)
+    redis_child: Child | None = field(default=None, init=False)
+    info: StackInfo | None = field(default=None, init=False)
+    child_env: dict[str, str] = field(default_factory=dict, init=False)
+    _reported_dead: set[str] = field(default_factory=set, init=False)
+
+    def __post_init__(self) -> None:
+        self.cwd = self.cwd.resolve()
+        self.state_dir = self.cwd / STATE_DIR
+        self.supervisor = Supervisor(self.state_dir / "run", self.state_dir / "logs")
+
+    # ------------------------------------------------------------------ start
+
+    def start(self, *, with_beat: bool = True, ready_timeout: float = 60.0) -> StackInfo:
+        """Start everything and wait until the worker answers ping; stop it all on failure."""
+        for what in reap_stale(self.supervisor.run_dir, grace=self.grace):
+            self.echo(f"reaped {what}, left running by an earlier `beatflow dev` that was killed")
+        try:
+            self.info = self._start(with_beat, ready_timeout)
+        except BaseException:
+            self.stop()
+            raise
+        return self.info
+
+    def _start(self, with_beat: bool, ready_timeout: float) -> StackInfo:
+        settings = Settings.from_env(self.environ)
+        env = dict(self.environ)
+        env["PYTHONUNBUFFERED"] = "1"
+
+        if self.environ.get("BEATFLOW_BROKER_URL"):
+            broker_url = settings.broker_url
+        else:
+            broker_url = self._start_redis()
+            env["BEATFLOW_BROKER_URL"] = broker_url
+        if self.environ.get("BEATFLOW_DATABASE_URL"):
+            database_url = settings.database_url
+        else:
+            database_url = f"sqlite:///{self.state_dir / 'beatflow.db'}"
+            env["BEATFLOW_DATABASE_URL"] = database_url
+
+        flower_port = self._port(settings.flower_port, "BEATFLOW_FLOWER_PORT")
+        metrics_port = self._port(settings.metrics_port, "BEATFLOW_METRICS_PORT")
+        password = settings.flower_password or secrets.token_urlsafe(12)
+        env.update(
+            BEATFLOW_FLOWER_PORT=str(flower_port),
+            BEATFLOW_FLOWER_PASSWORD=password,
+            BEATFLOW_METRICS_PORT=str(metrics_port),
+            # Flower reads FLOWER_* options from the environment: the password stays out of `ps`.
+            FLOWER_BASIC_AUTH=f"{settings.flower_user}:{password}",
+        )
+        settings = Settings.from_env(env)
+        self.child_env = env
+        self._upgrade_database(settings.database_url)
+
+        queues = self._queues(settings)
+        node = f"dev-{os.getpid()}@%h"  # unique, should the broker be shared
+        celery = [sys.executable, "-m", "celery", "-A", "beatflow"]
+        self._spawn(
+            "worker",
+            [
+                *celery,
+                "worker",
+                "-l",
+                "info",
+                "-E",
+                "--concurrency",
+                "2",
+                "-Q",
+                ",".join(queues),
+                "-n",
+                node,
+            ],
+        )
+        if with_beat:
+            for i in (1, 2):
+                run = self.supervisor.run_dir
+                self._spawn(
+                    f"beat-{i}",
+                    [
+                        *celery,
+                        "beat",
+                        "-l",
+                        "info",
+                        "--schedule",
+                        str(run / f"beat-{i}.schedule"),
+                        "--pidfile",
+                        str(run / f"beat-{i}.celery.pid"),
+                    ],
+                )
+        self._spawn("flower", [*celery, "flower", f"--port={flower_port}", "--address=127.0.0.1"])
+        metrics_url = None
+        if _has_command("exporter"):
+            self._spawn(
+                "exporter",
+                [
+                    sys.executable,
+                    "-c",
+                    "import sys; from beatflow.cli import main; sys.exit(main())",
+                    "exporter",
+                ],
+            )
+            metrics_url = f"http://127.0.0.1:{metrics_port}/metrics"
+
+        worker_node = node.replace("%h", socket.gethostname())
+        self._wait_for_worker(settings, worker_node, ready_timeout)
+        flower_url = f"http://127.0.0.1:{flower_port}/"
+        self._wait_for_http(flower_url, "flower", timeout=30.0)
+        return StackInfo(
+            broker_url=broker_url,
+            database_url=database_url,
+            flower_url=flower_url,
+            flower_user=settings.flower_user,
+            flower_password=password,
+            metrics_url=metrics_url,
+            log_dir=self.supervisor.log_dir,
+            worker_node=worker_node,
+            queues=queues,
+        )
+
+    def _start_redis(self) -> str:
+        binary = local_redis.redis_binary()
+        port = local_redis.free_port()
+        workdir = self.state_dir / "redis"
+        workdir.mkdir(parents=True, exist_ok=True)
+        self.redis_child = self._spawn("redis", local_redis.redis_argv(binary, port, workdir))
+        url = f"redis://127.0.0.1:{port}/0"
+        if not local_redis.wait_for_redis(url, timeout=15.0):
+            raise DevStackError(
+                f"Redis ({binary}) did not answer on port {port} within 15s; see "
+                f"{self.redis_child.log_path}:\n{self.redis_child.log_tail()}"
+            )
+        return url
+
+    def _spawn(self, name: str, argv: list[str]) -> Child:
+        env = self.child_env or dict(self.environ)
+        return self.supervisor.start(name, argv, env, self.cwd)
+
+    def _port(self, configured: int, variable: str) -> int:
+        if self.environ.get(variable):
+            return configured
+        return local_redis.free_port(preferred=configured)
+
+    def _upgrade_database(self, url: str) -> None:
+        from beatflow.store.engine import create_engine
+        from beatflow.store.schema import migrate
+
+        engine = create_engine(url)
+        try:
+            migrate(engine)
+        finally:
+            engine.dispose()
+
+    def _queues(self, settings: Settings) -> tuple[str, ...]:
+        """The configured queues plus any queue a task in the dags folder names."""
+        queues = list(settings.queues)
+        try:
+            from beatflow.dag.loader import load_dags
+
+            bag = load_dags(self.cwd / settings.dags_folder)
+        except Exception as exc:  # the worker reports DAG errors itself, by file and line
+            log.debug("could not scan the dags folder for queues: %s", exc)
+            return tuple(queues)
+        for dag in bag.dags.values():
+            for task in getattr(dag, "tasks", {}).values():
+                queue = getattr(task, "queue", None)
+                if queue and queue not in queues:
+                    queues.append(queue)
+        return tuple(queues)
+
+    def ping_app(self, settings: Settings) -> Celery:
+        app = Celery("beatflow-dev", set_as_current=False)
+        app.conf.update(settings.celery_config())
+        return app
+
+    def _wait_for_worker(self, settings: Settings, node: str, timeout: float) -> None:
+        app = self.ping_app(settings)
+        deadline = time.monotonic() + timeout
+        try:
+            while time.monotonic() < deadline:
+                self._fail_if_dead("worker")
+                replies = app.control.ping(destination=[node], timeout=1.0)
+                if any(node in reply for reply in replies):
+                    return
+        finally:
+            app.close()
+        raise DevStackError(
+            f"the worker did not answer ping within {timeout:.0f}s; see "
+            f"{self.supervisor.log_dir / 'worker.log'}"
+        )
+
+    def _wait_for_http(self, url: str, name: str, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            self._fail_if_dead(name)
+            try:
+                with urllib.request.urlopen(url, timeout=1):
+                    return
+            except urllib.error.HTTPError:
+                return  # 401 from basic auth: it is up
+            except OSError:
+                time.sleep(0.1)
+        self.echo(f"warning: {name} did not answer at {url} within {timeout:.0f}s")
+
+    def _fail_if_dead(self, name: str) -> None:
+        for child in self.supervisor.children:
+            if child.name == name and not child.is_running():
+                raise DevStackError(
+                    f"{name} exited with code {child.returncode()} at start; its log "
+                    f"({child.log_path}) ends with:\n{child.log_tail()}"
+                )
+
+    # ------------------------------------------------------------------ run and stop
+
+    def report_dead_children(self) -> list[Child]:
+        """Print each child that exited since the last call, with the end of its log."""
+        dead = [c for c in self.supervisor.dead_children() if c.name not in self._reported_dead]
+        for child in dead:
+            self._reported_dead.add(child.name)
+            self.echo(
+                f"{child.name} exited with code {child.returncode()}; the end of "
+                f"{child.log_path}:\n{child.log_tail(1500)}"
+            )
+        return dead
+
+    def stop(self) -> None:
+        """Stop the apps first (the worker shuts down warm while Redis answers), then Redis."""
+        apps = [c for c in self.supervisor.children if c is not self.redis_child]
+        self.supervisor.stop(apps, grace=self.grace)
+        self.supervisor.stop_all(grace=self.grace)
+        for path in self.supervisor.run_dir.glob("*.celery.pid"):
+            path.unlink(missing_ok=True)
+
+
+def _has_command(name: str) -> bool:
+    from beatflow.cli import COMMANDS
+
+    return name in COMMANDS
