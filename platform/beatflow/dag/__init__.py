@@ -1,0 +1,1 @@
+"""The DAG layer: model (pure), authoring API, loader, compiler."""

@@ -1,0 +1,97 @@
+"""Plan -> Celery canvas: Series -> chain, Parallel -> group (a group followed by work becomes a
+chord). The only module of the DAG layer that imports Celery. Messages carry ids only: every
+signature is immutable with args ``(run_id,)`` (plus a map index); a subtree larger than
+``inline_limit`` tasks is sent as a ``beatflow.segment`` task that expands itself on a worker,
+so no message embeds more than a bounded slice of the DAG."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from celery import Celery, chain, group
+from celery.canvas import Signature
+
+from beatflow.dag.model import DAG
+from beatflow.dag.plan import Leaf, Node, Parallel, Plan, Series, build_plan, size
+
+SEGMENT_TASK = "beatflow.segment"
+FINISH_TASK = "beatflow.finish_run"
+MAP_CHUNK_TASK = "beatflow.map_chunk"
+FANOUT = 64  # members per canvas level (chains and groups wider than this are nested)
+INLINE_LIMIT = 64  # tasks a subtree may hold and still be embedded in its parent's messages
+
+
+def task_name(dag_id: str, task_id: str) -> str:
+    """The Celery task name of a DAG task, as Flower shows it."""
+    return f"{dag_id}.{task_id}"
+
+
+def plan_for(dag: DAG) -> Plan:
+    """The plan of ``dag``, built once per DAG object (workers compile many runs of it)."""
+    if dag.plan_cache is None:
+        dag.plan_cache = build_plan(dag, fanout=FANOUT)
+    plan: Plan = dag.plan_cache
+    return plan
+
+
+def task_signature(app: Celery, dag: DAG, task_id: str, run_id: str,
+                   map_index: int | None = None) -> Signature:
+    spec = dag.tasks[task_id]
+    options: dict[str, Any] = {}
+    if spec.queue:
+        options["queue"] = spec.queue
+    if spec.priority is not None:
+        options["priority"] = spec.priority
+    kwargs = {} if map_index is None else {"map_index": map_index}
+    return app.signature(task_name(dag.dag_id, task_id), args=(run_id,), kwargs=kwargs,
+                         immutable=True, **options)
+
+
+def compile_node(app: Celery, dag: DAG, run_id: str, node: Node, path: str,
+                 *, inline_limit: int = INLINE_LIMIT) -> Signature:
+    """Canvas for ``node`` (at ``path`` in the plan); big children become segment tasks."""
+    if isinstance(node, Leaf):
+        return task_signature(app, dag, node.task_id, run_id)
+    parts = []
+    for i, child in enumerate(node.children):
+        child_path = f"{path}.{i}" if path else str(i)
+        if not isinstance(child, Leaf) and size(child) > inline_limit:
+            parts.append(segment_signature(app, dag.dag_id, run_id, child_path))
+        else:
+            parts.append(compile_node(app, dag, run_id, child, child_path,
+                                      inline_limit=inline_limit))
+    if isinstance(node, Series):
+        return chain(*parts) if len(parts) > 1 else parts[0]
+    assert isinstance(node, Parallel)
+    return group(parts)
+
+
+def segment_signature(app: Celery, dag_id: str, run_id: str, path: str) -> Signature:
+    return app.signature(SEGMENT_TASK, args=(dag_id, run_id, path), immutable=True)
+
+
+def compile_run(app: Celery, dag: DAG, run_id: str, *, inline_limit: int = INLINE_LIMIT) -> Signature:
+    """The whole canvas of one DAG run: the plan's root, then the step that closes the run."""
+    plan = plan_for(dag)
+    body = compile_node(app, dag, run_id, plan.root, "", inline_limit=inline_limit)
+    if size(plan.root) > inline_limit and not isinstance(plan.root, Leaf):
+        # Keep the first message small too: the root is itself expanded on a worker.
+        body = segment_signature(app, dag.dag_id, run_id, "")
+    finish = app.signature(FINISH_TASK, args=(dag.dag_id, run_id), immutable=True)
+    return chain(body, finish)
+
+
+def map_signatures(app: Celery, dag: DAG, task_id: str, run_id: str,
+                   start: int, end: int) -> Signature:
+    """Canvas for mapped task runs ``start..end-1``: one group, nested in chunks of FANOUT."""
+    count = end - start
+    if count <= FANOUT:
+        return group([task_signature(app, dag, task_id, run_id, i) for i in range(start, end)])
+    step = FANOUT
+    while -(-count // step) > FANOUT:
+        step *= FANOUT
+    return group([
+        app.signature(MAP_CHUNK_TASK, args=(dag.dag_id, task_id, run_id, s, min(end, s + step)),
+                      immutable=True)
+        for s in range(start, end, step)
+    ])

@@ -1,0 +1,148 @@
+"""Loading the dags folder: every module in isolation, so an import error, a cycle, an unknown
+dependency or a duplicate id is reported by file and line while every other DAG still loads."""
+
+from __future__ import annotations
+
+import importlib.util
+import logging
+import re
+import sys
+import time
+import traceback
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from beatflow.dag import authoring
+from beatflow.dag.model import DAG
+from beatflow.errors import DagError, DagNotFoundError
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class LoadError:
+    """A module or DAG that did not load, and why."""
+
+    file: str
+    line: int | None
+    message: str
+    dag_id: str | None = None
+
+    def __str__(self) -> str:
+        where = f"{self.file}:{self.line}" if self.line else self.file
+        return f"{where}: {self.message}"
+
+
+@dataclass(slots=True)
+class DagBag:
+    """The DAGs of one dags folder, and the errors of those that did not load."""
+
+    folder: Path
+    dags: dict[str, DAG] = field(default_factory=dict)
+    errors: list[LoadError] = field(default_factory=list)
+    seconds: float = 0.0
+
+    def get(self, dag_id: str) -> DAG:
+        try:
+            return self.dags[dag_id]
+        except KeyError:
+            raise DagNotFoundError(dag_id, list(self.dags)) from None
+
+    @property
+    def ok(self) -> bool:
+        return not self.errors
+
+
+def _module_name(folder: Path, path: Path) -> str:
+    rel = path.relative_to(folder).with_suffix("")
+    return "beatflow_dags." + re.sub(r"\W", "_", "__".join(rel.parts))
+
+
+def _error_line(exc: BaseException, path: Path) -> int | None:
+    if isinstance(exc, SyntaxError) and exc.filename == str(path):
+        return exc.lineno
+    if isinstance(exc, DagError) and exc.file == str(path):
+        return exc.line
+    lines = [f.lineno for f in traceback.extract_tb(exc.__traceback__) if f.filename == str(path)]
+    return lines[-1] if lines else None
+
+
+def discover(folder: Path) -> list[Path]:
+    """Python files under ``folder`` that may hold DAGs (not private, not caches), sorted."""
+    if not folder.is_dir():
+        return []
+    return sorted(
+        p
+        for p in folder.rglob("*.py")
+        if not any(part.startswith(("_", ".")) for part in p.relative_to(folder).parts)
+    )
+
+
+def load_dags(folder: str | Path) -> DagBag:
+    """Import every module of ``folder`` in isolation and collect its DAGs."""
+    started = time.perf_counter()
+    folder = Path(folder).resolve()
+    bag = DagBag(folder=folder)
+    if not folder.is_dir():
+        bag.errors.append(LoadError(str(folder), None, "dags folder does not exist"))
+        return bag
+    if str(folder) not in sys.path:
+        sys.path.insert(0, str(folder))  # so DAG modules can import their own helpers
+    seen: dict[str, DAG] = {}
+    for path in discover(folder):
+        for dag_or_error in _load_module(folder, path):
+            if isinstance(dag_or_error, LoadError):
+                bag.errors.append(dag_or_error)
+                continue
+            dag = dag_or_error
+            if dag.dag_id in seen:
+                first = seen[dag.dag_id]
+                bag.errors.append(
+                    LoadError(
+                        str(path),
+                        dag.line,
+                        f'duplicate DAG id "{dag.dag_id}" (already defined at '
+                        f"{first.file}:{first.line}); DAG ids must be unique in the dags folder",
+                        dag.dag_id,
+                    )
+                )
+                continue
+            seen[dag.dag_id] = dag
+            bag.dags[dag.dag_id] = dag
+    bag.seconds = time.perf_counter() - started
+    for err in bag.errors:
+        log.warning("DAG load error: %s", err, extra={"file": err.file, "dag_id": err.dag_id})
+    return bag
+
+
+def _load_module(folder: Path, path: Path) -> list[DAG | LoadError]:
+    name = _module_name(folder, path)
+    collected: list[DAG] = []
+    token = authoring._collector.set(collected)
+    try:
+        spec = importlib.util.spec_from_file_location(name, path)
+        if spec is None or spec.loader is None:
+            return [LoadError(str(path), None, "cannot be imported as a Python module")]
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        try:
+            spec.loader.exec_module(module)
+        except BaseException as exc:  # noqa: BLE001 - isolation: nothing a module does stops the load
+            sys.modules.pop(name, None)
+            if isinstance(exc, KeyboardInterrupt):
+                raise
+            message = exc.message if isinstance(exc, DagError) else (
+                f"{type(exc).__name__}: {exc}"
+            )
+            return [LoadError(str(path), _error_line(exc, path), message)]
+    finally:
+        authoring._collector.reset(token)
+    out: list[DAG | LoadError] = []
+    for dag in collected:
+        try:
+            dag.validate()
+        except DagError as exc:
+            out.append(LoadError(exc.file or str(path), exc.line, exc.message, dag.dag_id))
+            continue
+        out.append(dag)
+    return out

@@ -1,0 +1,306 @@
+"""The DAG model: DAG, TaskSpec, edges, params, validation and topology. Pure Python: it knows
+nothing of Celery, Redis or SQL, so cycles and topology are plain unit tests."""
+
+from __future__ import annotations
+
+import difflib
+import inspect
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+from zoneinfo import ZoneInfo
+
+from beatflow.dag.schedule import Schedule
+from beatflow.errors import DagDefinitionError
+
+TRIGGER_RULES = (
+    "all_success",
+    "all_done",
+    "all_failed",
+    "one_success",
+    "one_failed",
+    "none_failed",
+    "none_failed_min_one_success",
+    "none_skipped",
+    "always",
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Ref:
+    """An input that is another task's result (a data edge)."""
+
+    task_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class Param:
+    """A declared DAG parameter: the type a trigger's conf value must have, and its default."""
+
+    default: Any = None
+    type: type | tuple[type, ...] | None = None
+    required: bool = False
+    description: str = ""
+
+    def type_name(self) -> str:
+        types = self.type if isinstance(self.type, tuple) else (self.type,)
+        return " or ".join(t.__name__ for t in types if t is not None) or "any"
+
+
+@dataclass(frozen=True, slots=True)
+class RetryPolicy:
+    """Retries with exponential backoff, a cap and (full) jitter."""
+
+    retries: int = 0
+    delay: float = 1.0  # seconds before the first retry
+    backoff: float = 2.0  # multiplier per try
+    max_delay: float = 300.0
+    jitter: bool = True
+
+    def delay_for(self, try_number: int, rand: float = 1.0) -> float:
+        """Seconds to wait after failed try ``try_number`` (1-based); ``rand`` in [0, 1]."""
+        base = min(self.max_delay, self.delay * self.backoff ** max(0, try_number - 1))
+        if self.jitter:
+            # "equal jitter": never less than half the base, so backoff still grows
+            return base / 2 + base / 2 * rand
+        return base
+
+
+@dataclass(slots=True)
+class TaskSpec:
+    """One task of a DAG: the function, its inputs, its options, where it was written."""
+
+    task_id: str
+    fn: Callable[..., Any]
+    args: tuple[Any, ...] = ()
+    kwargs: Mapping[str, Any] = field(default_factory=dict)
+    retry: RetryPolicy = field(default_factory=RetryPolicy)
+    soft_time_limit: float | None = None
+    time_limit: float | None = None
+    queue: str | None = None
+    priority: int | None = None
+    trigger_rule: str = "all_success"
+    dedupe_key: str | Callable[..., str] | None = None
+    map_over: str | None = None  # upstream task id whose result list this task is mapped over
+    order_upstream: set[str] = field(default_factory=set)
+    file: str | None = None
+    line: int | None = None
+
+    @property
+    def data_upstream(self) -> set[str]:
+        refs = {a.task_id for a in _walk_refs(self.args)}
+        refs |= {a.task_id for a in _walk_refs(tuple(self.kwargs.values()))}
+        if self.map_over:
+            refs.add(self.map_over)
+        return refs
+
+    @property
+    def upstream(self) -> set[str]:
+        return self.data_upstream | self.order_upstream
+
+    @property
+    def wants_context(self) -> bool:
+        try:
+            return "ctx" in inspect.signature(self.fn).parameters
+        except (TypeError, ValueError):
+            return False
+
+
+def _walk_refs(values: Iterable[Any]) -> Iterable[Ref]:
+    for value in values:
+        if isinstance(value, Ref):
+            yield value
+        elif isinstance(value, list | tuple):
+            yield from _walk_refs(value)
+        elif isinstance(value, dict):
+            yield from _walk_refs(value.values())
+
+
+@dataclass(slots=True)
+class DAG:
+    """A DAG definition: tasks, edges, schedule and run options."""
+
+    dag_id: str
+    schedule: Schedule | None = None
+    start_date: datetime | None = None
+    end_date: datetime | None = None
+    timezone: ZoneInfo = field(default_factory=lambda: ZoneInfo("UTC"))
+    catchup: bool = False
+    max_active_runs: int = 16
+    tags: tuple[str, ...] = ()
+    sla: timedelta | None = None
+    params: dict[str, Param] = field(default_factory=dict)
+    description: str = ""
+    on_failure: Callable[..., Any] | None = None
+    on_sla_miss: Callable[..., Any] | None = None
+    file: str | None = None
+    line: int | None = None
+    defaults: dict[str, Any] = field(default_factory=dict)  # default_args for its tasks
+    tasks: dict[str, TaskSpec] = field(default_factory=dict)
+    plan_cache: Any = field(default=None, repr=False, compare=False)  # set by dag.compile
+
+    # ------------------------------------------------------------------ building
+
+    def add_task(self, spec: TaskSpec) -> None:
+        if spec.task_id in self.tasks:
+            first = self.tasks[spec.task_id]
+            raise DagDefinitionError(
+                f'duplicate task id "{spec.task_id}" in DAG "{self.dag_id}" (first defined at '
+                f"{first.file}:{first.line}); pass task_id=... to tell them apart",
+                file=spec.file,
+                line=spec.line,
+            )
+        self.tasks[spec.task_id] = spec
+
+    # ------------------------------------------------------------------ validation
+
+    def validate(self) -> None:
+        """Raise DagDefinitionError for an unknown dependency or a cycle, naming file and line."""
+        for spec in self.tasks.values():
+            for up in sorted(spec.upstream):
+                if up not in self.tasks:
+                    close = difflib.get_close_matches(up, list(self.tasks), n=1)
+                    hint = f'; did you mean "{close[0]}"?' if close else ""
+                    raise DagDefinitionError(
+                        f'task "{spec.task_id}" depends on unknown task "{up}"{hint}',
+                        file=spec.file,
+                        line=spec.line,
+                    )
+        cycle = self.find_cycle()
+        if cycle:
+            first = self.tasks[cycle[0]]
+            raise DagDefinitionError(
+                f'DAG "{self.dag_id}" has a cycle: {" -> ".join(cycle)}',
+                file=first.file,
+                line=first.line,
+            )
+        if self.start_date is not None and self.end_date is not None:
+            if self.end_date <= self.start_date:
+                raise DagDefinitionError(
+                    f'DAG "{self.dag_id}": end_date {self.end_date} is not after start_date '
+                    f"{self.start_date}",
+                    file=self.file,
+                    line=self.line,
+                )
+
+    def find_cycle(self) -> list[str]:
+        """A cycle as a path ``[a, b, ..., a]``, or ``[]`` if the DAG is acyclic."""
+        white, grey, black = 0, 1, 2
+        colour = dict.fromkeys(self.tasks, white)
+        down = self.downstream_map()
+        for root in sorted(self.tasks):
+            if colour[root] != white:
+                continue
+            stack: list[tuple[str, list[str]]] = [(root, sorted(down[root]))]
+            path = [root]
+            colour[root] = grey
+            while stack:
+                node, children = stack[-1]
+                if not children:
+                    stack.pop()
+                    path.pop()
+                    colour[node] = black
+                    continue
+                child = children.pop(0)
+                if colour[child] == grey:
+                    return path[path.index(child):] + [child]
+                if colour[child] == white:
+                    colour[child] = grey
+                    path.append(child)
+                    stack.append((child, sorted(down[child])))
+        return []
+
+    # ------------------------------------------------------------------ topology
+
+    def upstream_map(self) -> dict[str, set[str]]:
+        return {tid: set(spec.upstream) for tid, spec in self.tasks.items()}
+
+    def downstream_map(self) -> dict[str, set[str]]:
+        down: dict[str, set[str]] = {tid: set() for tid in self.tasks}
+        for tid, spec in self.tasks.items():
+            for up in spec.upstream:
+                if up in down:
+                    down[up].add(tid)
+        return down
+
+    def topological_order(self) -> list[str]:
+        """Task ids so that every task comes after its upstream; ties in definition order."""
+        position = {tid: i for i, tid in enumerate(self.tasks)}
+        indegree = {tid: len(spec.upstream) for tid, spec in self.tasks.items()}
+        down = self.downstream_map()
+        ready = sorted((t for t, d in indegree.items() if d == 0), key=position.__getitem__)
+        order: list[str] = []
+        import heapq
+
+        heap = [(position[t], t) for t in ready]
+        heapq.heapify(heap)
+        while heap:
+            _, tid = heapq.heappop(heap)
+            order.append(tid)
+            for child in down[tid]:
+                indegree[child] -= 1
+                if indegree[child] == 0:
+                    heapq.heappush(heap, (position[child], child))
+        if len(order) != len(self.tasks):
+            raise DagDefinitionError(f'DAG "{self.dag_id}" has a cycle', file=self.file, line=self.line)
+        return order
+
+    def roots(self) -> list[str]:
+        return [t for t in self.tasks if not self.tasks[t].upstream]
+
+    def leaves(self) -> list[str]:
+        down = self.downstream_map()
+        return [t for t in self.tasks if not down[t]]
+
+    # ------------------------------------------------------------------ conf
+
+    def resolve_conf(self, conf: Mapping[str, Any] | None) -> dict[str, Any]:
+        """Check a trigger's conf against the declared params; return conf with defaults filled.
+
+        Raises ConfError listing every problem (unknown key, wrong type, missing value).
+        """
+        from beatflow.errors import ConfError
+
+        given = dict(conf or {})
+        problems: list[str] = []
+        for key in sorted(set(given) - set(self.params)):
+            close = difflib.get_close_matches(key, list(self.params), n=1)
+            hint = f' (did you mean "{close[0]}"?)' if close else ""
+            known = ", ".join(sorted(self.params)) or "none"
+            problems.append(f'unknown key "{key}"{hint}; declared params: {known}')
+        out: dict[str, Any] = {}
+        for name, param in self.params.items():
+            if name in given:
+                value = given[name]
+                if param.type is not None and not _is_instance(value, param.type):
+                    problems.append(
+                        f'"{name}" must be {param.type_name()}, got {type(value).__name__} '
+                        f"{value!r}"
+                    )
+                out[name] = value
+            elif param.required:
+                problems.append(f'"{name}" is required ({param.type_name()})')
+            else:
+                out[name] = param.default
+        if problems:
+            raise ConfError(self.dag_id, problems)
+        return out
+
+
+def _is_instance(value: Any, expected: type | tuple[type, ...]) -> bool:
+    types = expected if isinstance(expected, tuple) else (expected,)
+    if isinstance(value, bool) and bool not in types:
+        return False  # JSON true is not an int
+    if isinstance(value, int) and float in types:
+        return True
+    return isinstance(value, types)
+
+
+def param_from(value: Any) -> Param:
+    """A Param from a params={} entry: a Param as is, else a default whose type is inferred."""
+    if isinstance(value, Param):
+        return value
+    if value is None:
+        return Param(default=None)
+    return Param(default=value, type=type(value))

@@ -1,0 +1,115 @@
+"""Schedules as pure tick arithmetic in UTC instants: cron strings (and presets) evaluated in the
+DAG's time zone, and fixed intervals. Time-zone rule for cron, documented in the README:
+every local time the expression lists fires once; a local time that occurs twice (clocks go back)
+fires at its first occurrence; a local time that does not exist (clocks go forward) fires at the
+first instant after the gap (02:30 on a spring-forward night fires at 03:30)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from zoneinfo import ZoneInfo
+
+from croniter import croniter
+
+PRESETS = {
+    "@yearly": "0 0 1 1 *",
+    "@annually": "0 0 1 1 *",
+    "@monthly": "0 0 1 * *",
+    "@weekly": "0 0 * * 0",
+    "@daily": "0 0 * * *",
+    "@midnight": "0 0 * * *",
+    "@hourly": "0 * * * *",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Schedule:
+    """A cron expression in a time zone, or a fixed interval anchored at ``anchor``."""
+
+    cron: str | None = None
+    interval: timedelta | None = None
+    timezone: ZoneInfo = ZoneInfo("UTC")
+    anchor: datetime = datetime(1970, 1, 1, tzinfo=UTC)
+
+    @classmethod
+    def parse(
+        cls, value: str | timedelta, timezone: ZoneInfo, anchor: datetime | None = None
+    ) -> Schedule:
+        """Parse a cron string, a preset or a timedelta; ValueError says what is wrong."""
+        if isinstance(value, timedelta):
+            if value.total_seconds() < 1:
+                raise ValueError(f"interval {value} is shorter than one second")
+            return cls(interval=value, timezone=timezone, anchor=anchor or cls.anchor)
+        if not isinstance(value, str):
+            raise ValueError(
+                f"schedule must be a cron string, a preset like @daily, a timedelta or None; "
+                f"got {type(value).__name__}"
+            )
+        expr = PRESETS.get(value.strip(), value.strip())
+        if expr.startswith("@"):
+            raise ValueError(f"unknown preset {value!r}; known: {', '.join(sorted(PRESETS))}")
+        if len(expr.split()) != 5 or not croniter.is_valid(expr):
+            raise ValueError(
+                f"invalid cron expression {value!r}; expected 5 fields "
+                "(minute hour day-of-month month day-of-week), e.g. '0 * * * *'"
+            )
+        return cls(cron=expr, timezone=timezone)
+
+    def describe(self) -> str:
+        if self.interval is not None:
+            return f"every {self.interval}"
+        return f"{self.cron} ({self.timezone.key})"
+
+    def next_after(self, instant: datetime) -> datetime:
+        """The first tick strictly after ``instant`` (aware), as an aware UTC datetime."""
+        instant = instant.astimezone(UTC)
+        if self.interval is not None:
+            step = self.interval.total_seconds()
+            elapsed = (instant - self.anchor).total_seconds()
+            n = int(elapsed // step) + 1 if elapsed >= 0 else 0
+            tick = self.anchor + timedelta(seconds=n * step)
+            while tick <= instant:
+                tick += self.interval
+            return tick
+        assert self.cron is not None
+        local = instant.astimezone(self.timezone).replace(tzinfo=None)
+        # Step back one hour so a tick inside a repeated hour is not missed, then walk forward.
+        it = croniter(self.cron, local - timedelta(hours=1))
+        while True:
+            naive = it.get_next(datetime)
+            tick = _localize(naive, self.timezone)
+            if tick > instant:
+                return tick
+
+    def prev_at_or_before(self, instant: datetime) -> datetime | None:
+        """The latest tick at or before ``instant``, or None before the anchor."""
+        instant = instant.astimezone(UTC)
+        if self.interval is not None:
+            elapsed = (instant - self.anchor).total_seconds()
+            if elapsed < 0:
+                return None
+            return self.anchor + timedelta(seconds=(elapsed // self.interval.total_seconds())
+                                           * self.interval.total_seconds())
+        assert self.cron is not None
+        local = instant.astimezone(self.timezone).replace(tzinfo=None)
+        it = croniter(self.cron, local + timedelta(hours=1, seconds=1))
+        while True:
+            naive = it.get_prev(datetime)
+            tick = _localize(naive, self.timezone)
+            if tick <= instant:
+                return tick
+
+    def ticks(self, after: datetime, until: datetime) -> Iterator[datetime]:
+        """Ticks in ``(after, until]``, oldest first."""
+        tick = self.next_after(after)
+        while tick <= until:
+            yield tick
+            tick = self.next_after(tick)
+
+
+def _localize(naive: datetime, tz: ZoneInfo) -> datetime:
+    """Wall time -> UTC instant: first occurrence of a repeated time; a skipped time is shifted
+    forward by the gap (fold=0 on a nonexistent time uses the offset from before the jump)."""
+    return naive.replace(tzinfo=tz, fold=0).astimezone(UTC)

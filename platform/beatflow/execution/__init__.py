@@ -1,0 +1,1 @@
+"""Running DAG tasks on workers: the node wrapper, trigger rules, leases, the Celery tasks."""

@@ -1,0 +1,38 @@
+"""Custom Celery events that workers send about task runs, so the exporter can count them
+(`beatflow_task_runs_total`, `beatflow_duplicate_deliveries_total`, DAG run outcomes) from the
+event stream it already follows, without a metrics endpoint in every worker process."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from celery import current_task
+
+log = logging.getLogger(__name__)
+
+TASK_RUN_FINISHED = "beatflow-task-run-finished"
+DUPLICATE_DELIVERY = "beatflow-duplicate-delivery"
+DAG_RUN_FINISHED = "beatflow-dag-run-finished"
+
+
+def _send(event_type: str, **fields: Any) -> None:
+    task = current_task
+    if task is None or not task.request.id:
+        return
+    try:
+        task.send_event(event_type, retry=False, **fields)
+    except Exception:  # noqa: BLE001 - metrics must never fail a task
+        log.debug("could not send %s event", event_type, exc_info=True)
+
+
+def task_run_finished(dag_id: str, task_id: str, state: str, duration: float | None = None) -> None:
+    _send(TASK_RUN_FINISHED, dag_id=dag_id, task_id=task_id, state=state, duration=duration)
+
+
+def duplicate_delivery(dag_id: str, task_id: str) -> None:
+    _send(DUPLICATE_DELIVERY, dag_id=dag_id, task_id=task_id)
+
+
+def dag_run_finished(dag_id: str, state: str, duration: float | None) -> None:
+    _send(DAG_RUN_FINISHED, dag_id=dag_id, state=state, duration=duration)

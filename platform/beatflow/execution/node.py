@@ -1,0 +1,325 @@
+"""The node wrapper: what runs for each task of a DAG run. It claims the task run's dedupe key,
+applies the trigger rule, reads inputs from the store, runs the function with retries, writes the
+result, and never lets the canvas break: after the last try it records the failure (and a dead
+letter) and returns, so downstream trigger rules decide."""
+
+from __future__ import annotations
+
+import logging
+import random
+import time
+import traceback
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from celery import Task as CeleryTask
+from celery.exceptions import Retry
+
+from beatflow.dag.compile import map_signatures
+from beatflow.dag.model import DAG, Ref, TaskSpec
+from beatflow.dag.authoring import _context
+from beatflow.errors import ResultError, StoreUnavailableError
+from beatflow.execution import events, rules
+from beatflow.execution.context import TaskContext, make_logger
+from beatflow.logs import correlation
+
+if TYPE_CHECKING:
+    from beatflow.execution.runtime import Runtime
+    from beatflow.store import DagRunRecord, Store, TaskRunRecord
+
+log = logging.getLogger(__name__)
+
+STORE_RETRY_MAX_DELAY = 30.0
+UPSTREAM_WAIT_RETRIES = 20
+
+
+def default_dedupe_key(dag_id: str, run_id: str, task_id: str, map_index: int = -1) -> str:
+    key = f"{dag_id}/{run_id}/{task_id}"
+    return key if map_index < 0 else f"{key}[{map_index}]"
+
+
+def dedupe_key_for(spec: TaskSpec, dag: DAG, run: DagRunRecord, map_index: int) -> str:
+    if spec.dedupe_key is None:
+        return default_dedupe_key(dag.dag_id, run.run_id, spec.task_id, map_index)
+    fields = {
+        "dag_id": dag.dag_id,
+        "run_id": run.run_id,
+        "task_id": spec.task_id,
+        "map_index": map_index,
+        "logical_date": run.logical_date.isoformat() if run.logical_date else "",
+        "params": run.conf,
+    }
+    if callable(spec.dedupe_key):
+        return str(spec.dedupe_key(**fields))
+    return spec.dedupe_key.format(**fields)
+
+
+def _store_backoff(retries: int) -> float:
+    return min(STORE_RETRY_MAX_DELAY, 0.5 * 2**retries) * (0.5 + random.random() / 2)
+
+
+def run_node(runtime: Runtime, task: CeleryTask, dag: DAG, spec: TaskSpec, run_id: str,
+             map_index: int | None) -> None:
+    """Body of the Celery task ``<dag_id>.<task_id>``."""
+    index = -1 if map_index is None else map_index
+    with correlation(dag_id=dag.dag_id, run_id=run_id, task_id=spec.task_id,
+                     celery_task_id=task.request.id, map_index=index):
+        try:
+            _run(runtime, task, dag, spec, run_id, index)
+        except StoreUnavailableError as exc:
+            delay = _store_backoff(task.request.retries)
+            log.warning("results database unavailable (%s); retrying in %.1fs", exc, delay)
+            raise task.retry(countdown=delay, max_retries=None, exc=exc) from exc
+
+
+def _run(runtime: Runtime, task: CeleryTask, dag: DAG, spec: TaskSpec, run_id: str,
+         index: int) -> None:
+    store = runtime.store
+    run = store.get_dag_run(dag.dag_id, run_id)
+    if run is None:
+        log.error("no DAG run %s/%s in the results database; message dropped", dag.dag_id, run_id)
+        return
+    key = dedupe_key_for(spec, dag, run, index)
+    task_runs = store.get_task_runs(dag.dag_id, run_id)
+    existing = next((t for t in task_runs if t.dedupe_key == key), None)
+    if existing is None or existing.state not in rules.DONE:
+        decision = _decide(task, spec, task_runs, index)
+        if decision != "run":
+            store.set_task_state(key, dag_id=dag.dag_id, run_id=run_id, task_id=spec.task_id,
+                                 map_index=index, state=decision)
+            log.info("task %s %s by trigger rule %s", spec.task_id, decision, spec.trigger_rule)
+            events.task_run_finished(dag.dag_id, spec.task_id, decision)
+            return
+    claim = store.claim_task_run(key, dag_id=dag.dag_id, run_id=run_id, task_id=spec.task_id,
+                                 map_index=index, worker=task.request.hostname,
+                                 celery_task_id=task.request.id)
+    if claim.outcome == "done":
+        events.duplicate_delivery(dag.dag_id, spec.task_id)
+        log.info("task run %s already %s; not running it again", key, claim.record.state)
+        if spec.map_over and index < 0 and claim.record.state == "success":
+            _replace_with_instances(runtime, task, dag, spec, run_id, claim.record)
+        return
+    if claim.outcome == "held":
+        wait = _lease_remaining(claim.record, runtime.settings.lease_seconds)
+        log.info("task run %s is held by %s; retrying in %.1fs", key, claim.record.worker, wait)
+        raise task.retry(countdown=wait, max_retries=None)
+    assert claim.token is not None
+    store.mark_dag_run_running(dag.dag_id, run_id)
+    try_number = claim.record.try_number
+    max_tries = spec.retry.retries + 1
+    if try_number > max_tries:
+        # Only a takeover gets here: earlier tries died with their worker (OOM, hard time limit).
+        _fail(runtime, dag, spec, run, key, claim.token, index, try_number - 1,
+              f"worker lost {try_number - 1} times (killed, out of memory or past its hard time "
+              "limit); giving up", None)
+        return
+    if spec.map_over and index < 0:
+        _expand(runtime, task, dag, spec, run, key, claim.token)
+        return
+    _execute(runtime, task, dag, spec, run, key, claim.token, index, try_number, task_runs)
+
+
+def _decide(task: CeleryTask, spec: TaskSpec, task_runs: list[TaskRunRecord],
+            index: int) -> rules.Decision:
+    upstream = spec.upstream
+    if not upstream:
+        return "run"
+    states = [t.state for t in task_runs if t.task_id in upstream and not _is_expander(t, spec)]
+    seen = {t.task_id for t in task_runs if t.task_id in upstream and t.state in rules.DONE}
+    if seen != upstream or any(s not in rules.DONE for s in states):
+        # The canvas orders work, so this only happens after a redelivery race: wait a little.
+        if task.request.retries < UPSTREAM_WAIT_RETRIES:
+            raise task.retry(countdown=1.0, max_retries=None)
+        return "upstream_failed"
+    return rules.decide(spec.trigger_rule, states)
+
+
+def _is_expander(record: TaskRunRecord, spec: TaskSpec) -> bool:
+    # A mapped upstream's own row (map_index -1, state success) only says it expanded; its
+    # instances carry the states that count. An expander that did not expand counts as itself.
+    return record.map_index < 0 and record.state == "success" and isinstance(record.result, dict) \
+        and "map_count" in record.result
+
+
+def _lease_remaining(record: TaskRunRecord, lease_seconds: float) -> float:
+    from datetime import UTC, datetime
+
+    if record.lease_expires_at is None:
+        return lease_seconds
+    left = (record.lease_expires_at - datetime.now(UTC)).total_seconds()
+    return max(0.5, min(lease_seconds, left + 0.2))
+
+
+def _inputs(store: Store, dag: DAG, spec: TaskSpec, run_id: str, index: int,
+            task_runs: list[TaskRunRecord]) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    results: dict[str, Any] = {}
+    instances: dict[str, list[tuple[int, Any]]] = {}
+    for t in task_runs:
+        if t.map_index >= 0:
+            instances.setdefault(t.task_id, []).append((t.map_index, t.result))
+        else:
+            results[t.task_id] = t.result
+    for task_id, items in instances.items():
+        results[task_id] = [value for _, value in sorted(items, key=lambda p: p[0])]
+    for task_id, spec_up in dag.tasks.items():
+        if spec_up.map_over and task_id not in instances and task_id in results:
+            results[task_id] = []  # mapped over an empty list
+
+    def resolve(value: Any) -> Any:
+        if isinstance(value, Ref):
+            return results.get(value.task_id)
+        if isinstance(value, list):
+            return [resolve(v) for v in value]
+        if isinstance(value, tuple):
+            return tuple(resolve(v) for v in value)
+        if isinstance(value, dict):
+            return {k: resolve(v) for k, v in value.items()}
+        return value
+
+    args = tuple(resolve(a) for a in spec.args)
+    kwargs = {k: resolve(v) for k, v in spec.kwargs.items()}
+    if spec.map_over:
+        items = results.get(spec.map_over) or []
+        args = (items[index], *args)
+    return args, kwargs
+
+
+def _execute(runtime: Runtime, task: CeleryTask, dag: DAG, spec: TaskSpec, run: DagRunRecord,
+             key: str, token: str, index: int, try_number: int,
+             task_runs: list[TaskRunRecord]) -> None:
+    store = runtime.store
+    args, kwargs = _inputs(store, dag, spec, run.run_id, index, task_runs)
+    ctx = TaskContext(
+        dag_id=dag.dag_id, run_id=run.run_id, task_id=spec.task_id, map_index=index,
+        try_number=try_number, dedupe_key=key, logical_date=run.logical_date,
+        params=run.conf, celery_task_id=task.request.id,
+        log=make_logger(dag.dag_id),
+    )
+    if spec.wants_context:
+        kwargs["ctx"] = ctx
+    runtime.leases.hold(key, token)
+    started = time.perf_counter()
+    ctx_token = _context.set(ctx)
+    try:
+        with correlation(try_number=try_number, dedupe_key=key):
+            log.info("task run %s started (try %d of %d)", key, try_number, spec.retry.retries + 1)
+            try:
+                result = spec.fn(*args, **kwargs)
+            except Retry:
+                raise
+            except Exception as exc:  # noqa: BLE001 - user code: anything may go wrong
+                _handle_failure(runtime, task, dag, spec, run, key, token, index, try_number, exc)
+                return
+            try:
+                _finish(store, key, token, state="success", result=result)
+            except ResultError as exc:
+                _fail(runtime, dag, spec, run, key, token, index, try_number, str(exc),
+                      traceback.format_exc(), args=args)
+                return
+            elapsed = time.perf_counter() - started
+            log.info("task run %s succeeded in %.3fs", key, elapsed)
+            events.task_run_finished(dag.dag_id, spec.task_id, "success", elapsed)
+    finally:
+        _context.reset(ctx_token)
+        runtime.leases.release(key)
+
+
+def _handle_failure(runtime: Runtime, task: CeleryTask, dag: DAG, spec: TaskSpec,
+                    run: DagRunRecord, key: str, token: str, index: int, try_number: int,
+                    exc: Exception) -> None:
+    error = f"{type(exc).__name__}: {exc}"
+    tb = traceback.format_exc()
+    if try_number <= spec.retry.retries:
+        delay = spec.retry.delay_for(try_number, random.random())
+        _finish(runtime.store, key, token, state="up_for_retry", error=error, traceback=tb)
+        log.warning("task run %s failed on try %d (%s); retrying in %.2fs", key, try_number,
+                    error, delay)
+        events.task_run_finished(dag.dag_id, spec.task_id, "up_for_retry")
+        _callback(spec_callback(spec, "on_retry"), dag, spec, run, error)
+        raise task.retry(countdown=delay, max_retries=None)
+    _fail(runtime, dag, spec, run, key, token, index, try_number, error, tb)
+
+
+def spec_callback(spec: TaskSpec, name: str) -> Any:
+    return getattr(spec, name, None)
+
+
+def _fail(runtime: Runtime, dag: DAG, spec: TaskSpec, run: DagRunRecord, key: str, token: str,
+          index: int, tries: int, error: str, tb: str | None,
+          args: tuple[Any, ...] = ()) -> None:
+    store = runtime.store
+    _finish(store, key, token, state="failed", error=error, traceback=tb)
+    store.add_dead_letter(dedupe_key=key, dag_id=dag.dag_id, run_id=run.run_id,
+                          task_id=spec.task_id, map_index=index,
+                          args={"run_id": run.run_id, "map_index": index}, conf=dict(run.conf),
+                          error=error, traceback=tb, tries=tries)
+    log.error("task run %s failed after %d tries: %s; dead letter recorded", key, tries, error)
+    events.task_run_finished(dag.dag_id, spec.task_id, "failed")
+    _callback(spec_callback(spec, "on_failure"), dag, spec, run, error)
+
+
+def _callback(fn: Any, dag: DAG, spec: TaskSpec, run: DagRunRecord, error: str) -> None:
+    if fn is None:
+        return
+    try:
+        fn(dag_id=dag.dag_id, run_id=run.run_id, task_id=spec.task_id, error=error)
+    except Exception:  # noqa: BLE001 - a user's callback must not change the outcome
+        log.exception("callback %r raised", fn)
+
+
+def _finish(store: Store, key: str, token: str, *, state: str, result: Any = None,
+            error: str | None = None, traceback: str | None = None,
+            deadline: float = 60.0) -> None:
+    """Record the outcome; while the database is down keep trying (with backoff) for up to
+    ``deadline`` seconds before giving the message back to the broker."""
+    give_up = time.monotonic() + deadline
+    attempt = 0
+    while True:
+        try:
+            store.finish_task_run(key, token, state=state, result=result, error=error,
+                                  traceback=traceback)
+            return
+        except StoreUnavailableError:
+            attempt += 1
+            if time.monotonic() > give_up:
+                raise
+            delay = min(5.0, 0.2 * 2**attempt)
+            log.warning("results database unavailable while recording %s; retry in %.1fs",
+                        key, delay)
+            time.sleep(delay)
+
+
+def _expand(runtime: Runtime, task: CeleryTask, dag: DAG, spec: TaskSpec, run: DagRunRecord,
+            key: str, token: str) -> None:
+    store = runtime.store
+    assert spec.map_over is not None
+    upstream = [t for t in store.get_task_runs(dag.dag_id, run.run_id)
+                if t.task_id == spec.map_over]
+    values = _collect(upstream)
+    if not isinstance(values, list):
+        _fail(runtime, dag, spec, run, key, token, -1, 1,
+              f'.map() needs a list from "{spec.map_over}", got {type(values).__name__}', None)
+        return
+    _finish(store, key, token, state="success", result={"map_count": len(values)})
+    record = store.get_task_run(key)
+    assert record is not None
+    _replace_with_instances(runtime, task, dag, spec, run.run_id, record)
+
+
+def _collect(records: list[TaskRunRecord]) -> Any:
+    instances = sorted((t for t in records if t.map_index >= 0), key=lambda t: t.map_index)
+    if instances:
+        return [t.result for t in instances]
+    own = [t for t in records if t.map_index < 0]
+    if own and isinstance(own[0].result, dict) and "map_count" in own[0].result:
+        return []
+    return own[0].result if own else None
+
+
+def _replace_with_instances(runtime: Runtime, task: CeleryTask, dag: DAG, spec: TaskSpec,
+                            run_id: str, record: TaskRunRecord) -> None:
+    count = int(record.result["map_count"]) if isinstance(record.result, Mapping) else 0
+    if count == 0:
+        return
+    log.info("task %s expands into %d mapped task runs", spec.task_id, count)
+    task.replace(map_signatures(task.app, dag, spec.task_id, run_id, 0, count))

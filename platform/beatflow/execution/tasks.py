@@ -1,0 +1,94 @@
+"""The Celery tasks beatflow registers on its app: one per DAG task (``<dag_id>.<task_id>``),
+plus ``beatflow.segment`` (expand a big part of a plan on a worker), ``beatflow.map_chunk``
+(expand a slice of a wide mapping) and ``beatflow.finish_run`` (close a DAG run)."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from celery import Celery
+from celery import Task as CeleryTask
+
+from beatflow.dag.compile import (
+    FINISH_TASK,
+    MAP_CHUNK_TASK,
+    SEGMENT_TASK,
+    compile_node,
+    map_signatures,
+    plan_for,
+    task_name,
+)
+from beatflow.dag.loader import DagBag
+from beatflow.dag.model import DAG, TaskSpec
+from beatflow.dag.plan import at_path
+from beatflow.errors import StoreUnavailableError
+from beatflow.execution import node
+from beatflow.execution.runtime import Runtime, runtime_of
+from beatflow.settings import Settings
+
+log = logging.getLogger(__name__)
+
+
+def install(app: Celery, settings: Settings, *, load_dags: bool = True) -> Runtime:
+    """Attach a Runtime to ``app`` and register beatflow's tasks (and the DAGs' when asked)."""
+    runtime = Runtime(app, settings)
+    app.beatflow = runtime  # type: ignore[attr-defined]
+    _register_builtin(app)
+    if load_dags:
+        register_dag_tasks(app, runtime.dagbag)
+    return runtime
+
+
+def register_dag_tasks(app: Celery, bag: DagBag) -> None:
+    for dag in bag.dags.values():
+        for spec in dag.tasks.values():
+            _register_node(app, dag, spec)
+
+
+def _register_node(app: Celery, dag: DAG, spec: TaskSpec) -> None:
+    name = task_name(dag.dag_id, spec.task_id)
+    dag_id, task_id = dag.dag_id, spec.task_id
+
+    def body(self: CeleryTask, run_id: str, map_index: int | None = None) -> None:
+        runtime = runtime_of(self.app)
+        current = runtime.dag(dag_id)  # the DAG as loaded in this process
+        node.run_node(runtime, self, current, current.tasks[task_id], run_id, map_index)
+
+    # Results live in the results DB: nothing is written to the Celery result backend except
+    # what chords need to count their parts.
+    options: dict[str, Any] = {"name": name, "bind": True, "acks_late": True,
+                               "reject_on_worker_lost": True, "ignore_result": True}
+    if spec.soft_time_limit is not None:
+        options["soft_time_limit"] = spec.soft_time_limit
+    if spec.time_limit is not None:
+        options["time_limit"] = spec.time_limit
+    body.__name__ = spec.task_id
+    body.__qualname__ = name
+    body.__module__ = f"beatflow_dags.{dag_id}"
+    app.task(**options)(body)
+
+
+def _register_builtin(app: Celery) -> None:
+    @app.task(name=SEGMENT_TASK, bind=True, acks_late=True, ignore_result=True)
+    def segment(self: CeleryTask, dag_id: str, run_id: str, path: str) -> None:
+        dag = runtime_of(self.app).dag(dag_id)
+        sub = at_path(plan_for(dag).root, path)
+        self.replace(compile_node(self.app, dag, run_id, sub, path))
+
+    @app.task(name=MAP_CHUNK_TASK, bind=True, acks_late=True, ignore_result=True)
+    def map_chunk(self: CeleryTask, dag_id: str, task_id: str, run_id: str, start: int,
+                  end: int) -> None:
+        dag = runtime_of(self.app).dag(dag_id)
+        self.replace(map_signatures(self.app, dag, task_id, run_id, start, end))
+
+    @app.task(name=FINISH_TASK, bind=True, acks_late=True, ignore_result=True)
+    def finish_run(self: CeleryTask, dag_id: str, run_id: str) -> str:
+        from beatflow.runs.lifecycle import close_run
+
+        runtime = runtime_of(self.app)
+        try:
+            return close_run(runtime, dag_id, run_id)
+        except StoreUnavailableError as exc:
+            raise self.retry(countdown=node._store_backoff(self.request.retries),
+                             max_retries=None, exc=exc) from exc

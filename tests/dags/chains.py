@@ -1,0 +1,54 @@
+"""Test DAGs: data passing along a chain, into a fan-in, through a mapping; order-only edges."""
+
+from beatflow import DAG, task
+
+
+@task
+def numbers() -> list[int]:
+    return [1, 2, 3]
+
+
+@task
+def double(xs: list[int]) -> list[int]:
+    return [2 * x for x in xs]
+
+
+@task
+def total(xs: list[int]) -> int:
+    return sum(xs)
+
+
+@task
+def left() -> str:
+    return "L"
+
+
+@task
+def right() -> str:
+    return "R"
+
+
+@task
+def join(a: str, b: str, c: int) -> str:
+    return f"{a}{b}{c}"
+
+
+@task
+def square(x: int) -> int:
+    return x * x
+
+
+@task
+def collect(xs: list[int], ctx) -> dict:
+    return {"values": xs, "dedupe_key": ctx.dedupe_key, "params": dict(ctx.params)}
+
+
+with DAG("t_chain", params={"scale": 1}):
+    t = total(double(numbers()))
+    join(left(), right(), t)
+
+with DAG("t_map"):
+    collect(square.map(numbers()))
+
+with DAG("t_map_empty"):
+    collect(square.map(double.override(task_id="empty_list")([])))

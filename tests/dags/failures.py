@@ -1,0 +1,58 @@
+"""Test DAGs: retries with backoff, final failures and every trigger rule downstream."""
+
+import os
+from pathlib import Path
+
+from beatflow import DAG, task
+
+MARKS = Path(os.environ.get("BEATFLOW_TEST_MARKS", "/tmp/beatflow-test-marks"))
+
+
+def mark(name: str) -> int:
+    """Count calls across processes by appending to a file."""
+    MARKS.mkdir(parents=True, exist_ok=True)
+    path = MARKS / name
+    with open(path, "a") as f:
+        f.write("x")
+    return len(path.read_text())
+
+
+@task(retries=3, retry_delay=0.2, retry_backoff=2.0, retry_jitter=False)
+def flaky(ctx) -> str:
+    calls = mark(f"flaky-{ctx.run_id}")
+    if calls < 3:
+        raise ConnectionError(f"attempt {calls} failed")
+    return f"ok after {calls}"
+
+
+@task(retries=1, retry_delay=0.1)
+def broken(ctx) -> None:
+    mark(f"broken-{ctx.run_id}")
+    if not ctx.params.get("fixed"):
+        raise ValueError("always broken")
+
+
+@task
+def ok() -> str:
+    return "ok"
+
+
+def _after(rule: str):
+    return task(trigger_rule=rule)(lambda: rule).override(task_id=f"after_{rule}")
+
+
+with DAG("t_retry"):
+    flaky()
+
+with DAG("t_rules", params={"fixed": False}):
+    b, o = broken(), ok()
+    for rule in ("all_success", "all_done", "all_failed", "one_success", "one_failed",
+                 "none_failed"):
+        [b, o] >> _after(rule)()
+
+with DAG("t_skip"):
+    o = ok()
+    only_failed = _after("all_failed")()
+    o >> only_failed
+    only_failed >> _after("all_success")()
+    only_failed >> _after("none_failed")()

@@ -1,0 +1,118 @@
+"""DAG runs end to end on a real worker, Redis and PostgreSQL: data passing, mapping, retries,
+failures with every trigger rule, a non-series-parallel DAG, a wide DAG."""
+
+from __future__ import annotations
+
+import pytest
+
+from beatflow.errors import ConfError
+from beatflow.runs import follow_run, trigger_dag
+from beatflow.execution.runtime import runtime_of
+
+pytestmark = pytest.mark.slow
+
+
+def run(cluster, dag_id, **kw):
+    record = trigger_dag(cluster.app, dag_id, **kw)
+    try:
+        final = follow_run(cluster.app, dag_id, record.run_id, timeout=60)
+    except TimeoutError:
+        raise AssertionError(f"run did not finish; worker log:\n{cluster.log()[-4000:]}") from None
+    tasks = {(t.task_id if t.map_index < 0 else f"{t.task_id}[{t.map_index}]"): t
+             for t in runtime_of(cluster.app).store.get_task_runs(dag_id, record.run_id)}
+    return final, tasks
+
+
+def test_results_pass_along_a_chain_and_into_a_fan_in(cluster):
+    final, tasks = run(cluster, "t_chain")
+    assert final.state == "success"
+    assert tasks["double"].result == [2, 4, 6]
+    assert tasks["total"].result == 12
+    assert tasks["join"].result == "LR12"
+
+
+def test_a_mapped_task_fans_out_at_run_time_and_the_downstream_gets_the_list(cluster):
+    final, tasks = run(cluster, "t_map")
+    assert final.state == "success"
+    assert [tasks[f"square[{i}]"].result for i in range(3)] == [1, 4, 9]
+    assert tasks["collect"].result["values"] == [1, 4, 9]
+    assert tasks["collect"].result["dedupe_key"] == f"t_map/{final.run_id}/collect"
+
+
+def test_mapping_over_an_empty_list_runs_no_instance_and_passes_an_empty_list(cluster):
+    final, tasks = run(cluster, "t_map_empty")
+    assert final.state == "success"
+    assert tasks["collect"].result["values"] == []
+    assert not [k for k in tasks if k.startswith("square[")]
+
+
+def test_a_flaky_task_retries_with_backoff_then_succeeds(cluster):
+    final, tasks = run(cluster, "t_retry")
+    assert final.state == "success"
+    assert tasks["flaky"].state == "success"
+    assert tasks["flaky"].try_number == 3
+    assert tasks["flaky"].result == "ok after 3"
+
+
+def test_a_failure_is_recorded_and_each_trigger_rule_decides_downstream(cluster):
+    final, tasks = run(cluster, "t_rules")
+    assert final.state == "failed"
+    assert tasks["broken"].state == "failed"
+    assert tasks["broken"].try_number == 2  # one retry
+    assert "always broken" in tasks["broken"].error
+    states = {rule: tasks[f"after_{rule}"].state for rule in (
+        "all_success", "all_done", "all_failed", "one_success", "one_failed", "none_failed")}
+    assert states == {
+        "all_success": "upstream_failed",
+        "all_done": "success",
+        "all_failed": "skipped",
+        "one_success": "success",
+        "one_failed": "success",
+        "none_failed": "upstream_failed",
+    }
+    dead = runtime_of(cluster.app).store.list_dead_letters("t_rules")
+    assert [d.task_id for d in dead if d.run_id == final.run_id] == ["broken"]
+
+
+def test_skipped_upstream_skips_all_success_and_passes_none_failed(cluster):
+    final, tasks = run(cluster, "t_skip")
+    assert final.state == "success"
+    assert tasks["after_all_failed"].state == "skipped"
+    assert tasks["after_all_success"].state == "skipped"
+    assert tasks["after_none_failed"].state == "success"
+
+
+def test_a_non_series_parallel_dag_respects_every_dependency(cluster):
+    final, tasks = run(cluster, "t_nsp")
+    assert final.state == "success"
+    ended = {k: t.ended_at for k, t in tasks.items()}
+    started = {k: t.started_at for k, t in tasks.items()}
+    assert started["c"] >= ended["a"] and started["c"] >= ended["b"]
+    assert started["d"] >= ended["b"]
+
+
+def test_a_wide_dag_is_segmented_and_completes(cluster):
+    final, tasks = run(cluster, "t_wide")
+    assert final.state == "success"
+    assert tasks["count"].result == 150
+
+
+def test_the_same_run_id_triggered_twice_is_one_run(cluster):
+    first = trigger_dag(cluster.app, "t_chain", run_id="same-id")
+    second = trigger_dag(cluster.app, "t_chain", run_id="same-id")
+    assert first.run_id == second.run_id
+    final = follow_run(cluster.app, "t_chain", "same-id", timeout=60)
+    assert final.state == "success"
+    runs = runtime_of(cluster.app).store.list_dag_runs("t_chain", limit=100)
+    assert [r.run_id for r in runs].count("same-id") == 1
+
+
+def test_a_bad_conf_is_refused_and_nothing_is_enqueued(cluster):
+    store = runtime_of(cluster.app).store
+    before = len(store.list_dag_runs("t_rules", limit=1000))
+    with pytest.raises(ConfError) as err:
+        trigger_dag(cluster.app, "t_rules", conf={"fixd": True})
+    assert 'unknown key "fixd"' in str(err.value) and 'did you mean "fixed"' in str(err.value)
+    with pytest.raises(ConfError, match='"fixed" must be bool'):
+        trigger_dag(cluster.app, "t_rules", conf={"fixed": "yes"})
+    assert len(store.list_dag_runs("t_rules", limit=1000)) == before
