@@ -158,7 +158,7 @@ def translate_errors(url: str | sa.URL, action: str) -> Iterator[None]:
         if _is_unavailable(error):
             raise StoreUnavailableError(
                 f"results database {where} is unavailable while {action}: {reason}; "
-                "check BEATFLOW_DATABASE_URL and that the database is up (callers retry later)"
+                "check BEATFLOW_DATABASE_URL and that the database is up, then retry"
             ) from error
         raise StoreError(f"results database {where} refused {action}: {reason}") from error
 

@@ -1,0 +1,121 @@
+"""`beatflow db`: bring the results database schema up to date, show its revision, prune old
+runs."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import timedelta
+from typing import Any
+
+import click
+
+from beatflow.cli.common import load_settings
+from beatflow.errors import StoreError
+from beatflow.settings import mask_url
+from beatflow.store import Store
+
+_AGE = re.compile(r"^\s*(\d+)\s*([dhm])\s*$")
+_UNITS = {"d": "days", "h": "hours", "m": "minutes"}
+
+
+class Age(click.ParamType):
+    """An age such as ``30d``, ``12h`` or ``90m``."""
+
+    name = "age"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        if isinstance(value, timedelta):
+            return value
+        match = _AGE.match(str(value))
+        if match is None:
+            self.fail(
+                f"{value!r} is not an age; use a whole number followed by d (days), h (hours) "
+                "or m (minutes), e.g. 30d, 12h, 90m",
+                param,
+                ctx,
+            )
+        amount, unit = match.groups()
+        return timedelta(**{_UNITS[unit]: int(amount)})
+
+
+@contextmanager
+def _store() -> Iterator[Store]:
+    """A store for BEATFLOW_DATABASE_URL; any store error ends the command with its message."""
+    settings = load_settings()
+    store: Store | None = None
+    try:
+        store = Store.from_settings(settings)
+        yield store
+    except StoreError as exc:
+        raise click.ClickException(str(exc)) from exc
+    finally:
+        if store is not None:
+            store.close()
+
+
+@click.group()
+def db() -> None:
+    """Manage the results database (BEATFLOW_DATABASE_URL)."""
+
+
+@db.command()
+def upgrade() -> None:
+    """Upgrade the schema to this version's head revision (safe to run any number of times)."""
+    with _store() as store:
+        before = store.current_revision() if _exists(store) else None
+        revision = store.upgrade()
+        where = mask_url(store.url)
+        if before == revision:
+            click.echo(f"{where} already at revision {revision} (head)")
+        else:
+            click.echo(f"{where} upgraded from {before or 'empty'} to revision {revision} (head)")
+
+
+@db.command()
+def current() -> None:
+    """Print the schema revision of the database and the one this code needs."""
+    with _store() as store:
+        revision = store.current_revision() if _exists(store) else None
+        head = store.head_revision()
+        state = "up to date" if revision == head else "behind: run `beatflow db upgrade`"
+        click.echo(f"{mask_url(store.url)} at revision {revision or 'none'} (head {head}, {state})")
+
+
+@db.command()
+@click.option(
+    "--older-than",
+    "older_than",
+    type=Age(),
+    required=True,
+    help="Delete finished DAG runs that ended longer ago than this: 30d, 12h or 90m.",
+)
+@click.option(
+    "--batch-size", type=click.IntRange(min=1), default=500, show_default=True,
+    help="DAG runs deleted per transaction.",
+)
+def prune(older_than: timedelta, batch_size: int) -> None:
+    """Delete finished DAG runs (with their task runs and dead letters) older than an age."""
+    with _store() as store:
+        store.check_schema()
+        deleted = store.prune(older_than, batch_size=batch_size)
+        click.echo(
+            f"deleted {deleted} finished DAG run(s) that ended more than {_show(older_than)} ago"
+        )
+
+
+def _show(age: timedelta) -> str:
+    minutes = int(age.total_seconds()) // 60
+    for unit, size in (("d", 1440), ("h", 60)):
+        if minutes and minutes % size == 0:
+            return f"{minutes // size}{unit}"
+    return f"{minutes}m"
+
+
+def _exists(store: Store) -> bool:
+    """False for a SQLite file that does not exist yet (reading it would create it)."""
+    from beatflow.store.engine import is_sqlite, sqlite_path
+
+    path = sqlite_path(store.url) if is_sqlite(store.url) else None
+    return path is None or path.exists()

@@ -1,0 +1,129 @@
+"""Schema management: idempotent upgrades (API and `beatflow db`), start-up refusal on a
+PostgreSQL database behind the code, automatic upgrade of the embedded SQLite, no drift between
+models and migrations."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+import sqlalchemy as sa
+from alembic.autogenerate import compare_metadata
+from alembic.runtime.migration import MigrationContext
+
+from beatflow.errors import SchemaOutOfDateError, StoreError
+from beatflow.store import Store
+from beatflow.store.models import Base
+from beatflow.store.schema import VERSION_TABLE
+
+BEATFLOW = str(Path(sys.executable).with_name("beatflow"))
+
+
+def beatflow(database_url: str, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("BEATFLOW_")}
+    env["BEATFLOW_DATABASE_URL"] = database_url
+    return subprocess.run(
+        [BEATFLOW, *args], env=env, capture_output=True, text=True, timeout=60, check=False
+    )
+
+
+def test_upgrading_twice_reaches_head_and_changes_nothing(database_url: str) -> None:
+    store = Store(database_url)
+    try:
+        head = Store.head_revision()
+        assert store.upgrade() == head
+        store.create_dag_run("etl", "r")
+        assert store.upgrade() == head
+        assert store.current_revision() == head
+        assert store.get_dag_run("etl", "r") is not None
+        store.check_schema()
+    finally:
+        store.close()
+
+
+def test_beatflow_db_upgrade_twice_prints_the_revision_both_times(database_url: str) -> None:
+    head = Store.head_revision()
+    first = beatflow(database_url, "db", "upgrade")
+    assert first.returncode == 0, first.stderr
+    assert f"upgraded from empty to revision {head} (head)" in first.stdout
+    second = beatflow(database_url, "db", "upgrade")
+    assert second.returncode == 0, second.stderr
+    assert f"already at revision {head} (head)" in second.stdout
+    current = beatflow(database_url, "db", "current")
+    assert current.returncode == 0 and "up to date" in current.stdout
+
+
+def test_an_empty_postgresql_database_stops_start_up_saying_to_run_db_upgrade(
+    make_postgres_db: Callable[[], str],
+) -> None:
+    store = Store(make_postgres_db())
+    try:
+        with pytest.raises(SchemaOutOfDateError) as caught:
+            store.ensure_ready()
+        assert "run `beatflow db upgrade`" in str(caught.value)
+        assert caught.value.current is None and caught.value.head == Store.head_revision()
+        assert "behind" in beatflow(store.url, "db", "current").stdout
+    finally:
+        store.close()
+
+
+def test_a_downgraded_postgresql_database_stops_start_up_until_it_is_upgraded(
+    make_postgres_db: Callable[[], str],
+) -> None:
+    store = Store(make_postgres_db())
+    try:
+        store.upgrade()
+        store.downgrade("base")
+        with pytest.raises(SchemaOutOfDateError, match="run `beatflow db upgrade`"):
+            store.ensure_ready()
+        assert beatflow(store.url, "db", "upgrade").returncode == 0
+        store.ensure_ready()
+    finally:
+        store.close()
+
+
+def test_a_database_upgraded_by_a_newer_beatflow_is_refused_with_a_clear_error(
+    database_url: str,
+) -> None:
+    store = Store(database_url)
+    try:
+        store.upgrade()
+        with store._write("faking a newer revision") as conn:
+            conn.execute(sa.text(f"UPDATE {VERSION_TABLE} SET version_num = '9999'"))
+        with pytest.raises(StoreError, match="upgraded by a newer beatflow") as caught:
+            store.check_schema()
+        assert not isinstance(caught.value, SchemaOutOfDateError)
+    finally:
+        store.close()
+
+
+def test_the_embedded_sqlite_is_upgraded_at_start_up_creating_its_folder(tmp_path: Path) -> None:
+    path = tmp_path / "not" / "yet" / "there.db"
+    store = Store(f"sqlite:///{path}")
+    try:
+        store.ensure_ready()
+        assert path.exists()
+        assert store.current_revision() == Store.head_revision()
+        store.ensure_ready()
+    finally:
+        store.close()
+
+
+def test_the_migrations_create_exactly_the_schema_the_models_describe(database_url: str) -> None:
+    store = Store(database_url)
+    try:
+        store.upgrade()
+        engine = sa.create_engine(store.url)
+        with engine.connect() as conn:
+            context = MigrationContext.configure(
+                conn, opts={"compare_type": True, "version_table": VERSION_TABLE}
+            )
+            diff = compare_metadata(context, Base.metadata)
+        engine.dispose()
+        assert diff == []
+    finally:
+        store.close()
