@@ -168,6 +168,8 @@ _TASK_OPTIONS = {
     "priority",
     "trigger_rule",
     "dedupe_key",
+    "on_retry",
+    "on_failure",
 }
 
 
@@ -274,6 +276,8 @@ class Task:
             trigger_rule=opts.get("trigger_rule", "all_success"),
             dedupe_key=opts.get("dedupe_key"),
             map_over=map_over,
+            on_retry=opts.get("on_retry"),
+            on_failure=opts.get("on_failure"),
             file=file,
             line=line,
         )

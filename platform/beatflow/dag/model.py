@@ -84,6 +84,10 @@ class TaskSpec:
     dedupe_key: str | Callable[..., str] | None = None
     map_over: str | None = None  # upstream task id whose result list this task is mapped over
     order_upstream: set[str] = field(default_factory=set)
+    # called as fn(dag_id=, run_id=, task_id=, error=) after a failed try that will be retried,
+    # and after the last try failed: hooks for users' own alerting
+    on_retry: Callable[..., Any] | None = None
+    on_failure: Callable[..., Any] | None = None
     file: str | None = None
     line: int | None = None
 
