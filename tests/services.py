@@ -179,11 +179,25 @@ class OwnedRedis:
         with log:
             self.process = subprocess.Popen(
                 [
-                    self.binary, "--port", str(self.port), "--bind", "127.0.0.1",
-                    "--dir", str(self.workdir), "--save", "", "--appendonly", "no",
-                    "--daemonize", "no", "--protected-mode", "no",
+                    self.binary,
+                    "--port",
+                    str(self.port),
+                    "--bind",
+                    "127.0.0.1",
+                    "--dir",
+                    str(self.workdir),
+                    "--save",
+                    "",
+                    "--appendonly",
+                    "no",
+                    "--daemonize",
+                    "no",
+                    "--protected-mode",
+                    "no",
                 ],
-                stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
                 start_new_session=True,
             )
         _write_record(self.name, self.process.pid, self.workdir)
@@ -223,7 +237,9 @@ def start_redis_server(port: int | None = None) -> OwnedRedis:
     reap_orphans()
     workdir = Path(tempfile.mkdtemp(prefix="beatflow-redis-"))
     server = OwnedRedis(
-        port=port or free_port(), binary=redis_binary(), workdir=workdir,
+        port=port or free_port(),
+        binary=redis_binary(),
+        workdir=workdir,
         name=f"redis-{workdir.name}",
     )
     _owned.append(server)
@@ -254,9 +270,16 @@ def _pg_os_user() -> str | None:
             pwd.getpwnam(name)
             return name
     subprocess.run(
-        ["useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin",
-         _FALLBACK_PG_OS_USER],
-        check=True, capture_output=True,
+        [
+            "useradd",
+            "--system",
+            "--no-create-home",
+            "--shell",
+            "/usr/sbin/nologin",
+            _FALLBACK_PG_OS_USER,
+        ],
+        check=True,
+        capture_output=True,
     )
     return _FALLBACK_PG_OS_USER
 
@@ -281,8 +304,13 @@ class OwnedPostgres:
 
     def _run(self, *args: str, timeout: float = 60) -> None:
         result = subprocess.run(
-            [str(self.bindir / args[0]), *args[1:]], user=self.os_user, cwd=self.workdir,
-            capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL,
+            [str(self.bindir / args[0]), *args[1:]],
+            user=self.os_user,
+            cwd=self.workdir,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            stdin=subprocess.DEVNULL,
         )
         if result.returncode != 0:
             log = self.workdir / "postgres.log"
@@ -293,16 +321,35 @@ class OwnedPostgres:
             )
 
     def initdb(self) -> None:
-        self._run("initdb", "-D", str(self.datadir), "-U", "postgres", "--auth=trust",
-                  "--encoding=UTF8", "--no-sync")
+        self._run(
+            "initdb",
+            "-D",
+            str(self.datadir),
+            "-U",
+            "postgres",
+            "--auth=trust",
+            "--encoding=UTF8",
+            "--no-sync",
+        )
 
     def start(self) -> None:
         options = (
             f"-h 127.0.0.1 -p {self.port} -k {self.workdir} "
             "-c fsync=off -c synchronous_commit=off -c full_page_writes=off"
         )
-        self._run("pg_ctl", "-D", str(self.datadir), "-l", str(self.workdir / "postgres.log"),
-                  "-o", options, "-w", "-t", "60", "start")
+        self._run(
+            "pg_ctl",
+            "-D",
+            str(self.datadir),
+            "-l",
+            str(self.workdir / "postgres.log"),
+            "-o",
+            options,
+            "-w",
+            "-t",
+            "60",
+            "start",
+        )
         _write_record(self.name, self.postmaster_pid(), self.workdir)
         _wait(lambda: _pg_up(self.url), 30, self.url)
 
@@ -341,7 +388,10 @@ def start_postgres_server() -> OwnedPostgres:
         entry = pwd.getpwnam(os_user)
         os.chown(workdir, entry.pw_uid, entry.pw_gid)
     server = OwnedPostgres(
-        port=free_port(), bindir=bindirs[0], workdir=workdir, os_user=os_user,
+        port=free_port(),
+        bindir=bindirs[0],
+        workdir=workdir,
+        os_user=os_user,
         name=f"pg-{workdir.name}",
     )
     _owned.append(server)
@@ -457,11 +507,15 @@ def ensure_postgres(*, throwaway: bool | None = None) -> PostgresServer:
     throwaway cluster; BEATFLOW_TEST_FORCE_THROWAWAY=1 goes straight to the throwaway one."""
     if not (force_throwaway() if throwaway is None else throwaway):
         explicit = os.environ.get("BEATFLOW_TEST_DATABASE_URL")
-        candidates = [explicit] if explicit else [
-            "postgresql+psycopg://postgres@127.0.0.1:5432/test",
-            "postgresql+psycopg://postgres@127.0.0.1:5432/postgres",
-            "postgresql+psycopg://root@127.0.0.1:5432/test",
-        ]
+        candidates = (
+            [explicit]
+            if explicit
+            else [
+                "postgresql+psycopg://postgres@127.0.0.1:5432/test",
+                "postgresql+psycopg://postgres@127.0.0.1:5432/postgres",
+                "postgresql+psycopg://root@127.0.0.1:5432/test",
+            ]
+        )
         for url in candidates:
             if _pg_up(url):
                 return PostgresServer(admin_url=url)

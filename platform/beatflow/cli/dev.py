@@ -3,6 +3,7 @@ one DAG to completion with a live display and exits 0 on success, 1 otherwise.""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -111,7 +112,26 @@ def _follow(stack: DevStack, dag_id: str, conf: dict[str, Any] | None, timeout: 
         click.echo(f"{dag_id} run {final.run_id}: {final.state} in {took_s}")
         return 0 if final.state == "success" else 1
     finally:
+        _release_pending_results(app)
         app.close()
+
+
+def _release_pending_results(app: Any) -> None:
+    """Forget the results our sends subscribed to, while the stack's Redis still answers.
+
+    Celery's Redis backend subscribes to every sent task's result and keeps the AsyncResult;
+    left alone, their finalisers run at exit, after Redis stopped, and retry for ~20 s.
+    """
+    backend = app.backend
+    pending = getattr(backend, "_pending_results", None)
+    for by_id in list(getattr(pending, "concrete", {}).values()):
+        for result in list(by_id.values()):
+            with contextlib.suppress(Exception):
+                backend.remove_pending_result(result)
+    consumer = getattr(backend, "result_consumer", None)
+    if consumer is not None:
+        with contextlib.suppress(Exception):
+            consumer.stop()
 
 
 def _print_ready(info: StackInfo, running: str | None) -> None:

@@ -100,7 +100,9 @@ def test_a_server_whose_owner_was_killed_is_reaped_by_the_next_run(tmp_path: Pat
         "time.sleep(600)"
     )
     owner = subprocess.Popen(
-        [sys.executable, "-c", script], stdout=subprocess.PIPE, text=True,
+        [sys.executable, "-c", script],
+        stdout=subprocess.PIPE,
+        text=True,
         cwd=Path(__file__).resolve().parents[3],
     )
     assert owner.stdout is not None
@@ -115,7 +117,8 @@ def test_a_server_whose_owner_was_killed_is_reaped_by_the_next_run(tmp_path: Pat
     assert int(pid_s) in reaped
     assert not _ping(f"redis://127.0.0.1:{port_s}/0")
     leftovers = [
-        p for p in services.STATE_DIR.glob("*.json")
+        p
+        for p in services.STATE_DIR.glob("*.json")
         if json.loads(p.read_text())["pid"] == int(pid_s)
     ]
     assert leftovers == []
