@@ -11,6 +11,9 @@ import click
 # name -> "module:attribute" of a click command or group
 COMMANDS: dict[str, str] = {
     "config": "beatflow.cli.config:config",
+    "dags": "beatflow.cli.dags:dags",
+    "dlq": "beatflow.cli.dlq:dlq",
+    "runs": "beatflow.cli.runs:runs",
     "db": "beatflow.cli.db:db",
     "dev": "beatflow.cli.dev:dev",
     "health": "beatflow.cli.health:health",
@@ -28,6 +31,15 @@ class LazyGroup(click.Group):
         module, attr = target.split(":")
         command: click.Command = getattr(importlib.import_module(module), attr)
         return command
+
+    def invoke(self, ctx: click.Context) -> Any:
+        from beatflow.errors import BeatflowError
+
+        try:
+            return super().invoke(ctx)
+        except BeatflowError as exc:
+            # Every error we raise on purpose already says what happened and what to do.
+            raise click.ClickException(str(exc)) from exc
 
 
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})

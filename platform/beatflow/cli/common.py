@@ -4,12 +4,17 @@ from __future__ import annotations
 
 import json
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from beatflow.errors import BeatflowError
 from beatflow.settings import Settings
+
+if TYPE_CHECKING:
+    from celery import Celery
+
+    from beatflow.execution.runtime import Runtime
 
 
 def load_settings() -> Settings:
@@ -27,3 +32,19 @@ def echo_json(data: Any) -> None:
 def fail(message: str, code: int = 1) -> None:
     click.echo(f"error: {message}", err=True)
     sys.exit(code)
+
+
+def get_app_or_exit() -> Celery:
+    """The Celery app for these settings; a bad setting ends the command with every problem."""
+    from beatflow.app import create_app
+
+    try:
+        return create_app(load_settings(), load_dags=False)
+    except BeatflowError as exc:
+        raise click.ClickException(str(exc)) from exc
+
+
+def runtime_or_exit() -> Runtime:
+    from beatflow.execution.runtime import runtime_of
+
+    return runtime_of(get_app_or_exit())

@@ -107,8 +107,9 @@ def _run(runtime: Runtime, task: CeleryTask, dag: DAG, spec: TaskSpec, run_id: s
     store.mark_dag_run_running(dag.dag_id, run_id)
     try_number = claim.record.try_number
     max_tries = spec.retry.retries + 1
-    if try_number > max_tries:
-        # Only a takeover gets here: earlier tries died with their worker (OOM, hard time limit).
+    taken_over = existing is not None and existing.state == "running"
+    if taken_over and try_number > max_tries:
+        # Earlier tries died with their worker (OOM, hard time limit): stop the loop (celery#1628).
         _fail(runtime, dag, spec, run, key, claim.token, index, try_number - 1,
               f"worker lost {try_number - 1} times (killed, out of memory or past its hard time "
               "limit); giving up", None)

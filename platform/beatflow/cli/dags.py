@@ -1,0 +1,245 @@
+"""`beatflow dags list|show|check|trigger|pause|unpause|backfill`."""
+
+from __future__ import annotations
+
+import json
+import sys
+from datetime import UTC, datetime
+from typing import Any
+
+import click
+
+from beatflow.cli.common import echo_json, get_app_or_exit, runtime_or_exit
+from beatflow.cli.records import dag_run_json, task_run_json
+from beatflow.dag.loader import DagBag, load_dags
+from beatflow.dag.model import DAG
+from beatflow.errors import BeatflowError
+
+
+@click.group()
+def dags() -> None:
+    """List, inspect, check, trigger and pause DAGs."""
+
+
+def _bag() -> DagBag:
+    from beatflow.cli.common import load_settings
+
+    return load_dags(load_settings().dags_folder)
+
+
+def _dag_json(dag: DAG, paused: bool | None) -> dict[str, Any]:
+    return {
+        "dag_id": dag.dag_id,
+        "schedule": dag.schedule.describe() if dag.schedule else None,
+        "timezone": dag.timezone.key,
+        "paused": paused,
+        "tags": list(dag.tags),
+        "tasks": len(dag.tasks),
+        "file": dag.file,
+        "line": dag.line,
+        "description": dag.description,
+    }
+
+
+def _error_json(err: Any) -> dict[str, Any]:
+    return {"file": err.file, "line": err.line, "dag_id": err.dag_id, "error": err.message}
+
+
+@dags.command("list")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts.")
+def list_(as_json: bool) -> None:
+    """Every DAG in the dags folder, and every module or DAG that failed to load."""
+    bag = _bag()
+    paused: set[str] | None
+    try:
+        paused = runtime_or_exit().store.paused_dag_ids()
+    except BeatflowError:
+        paused = None  # the list still works without a database
+    rows = [_dag_json(d, None if paused is None else d.dag_id in paused)
+            for d in sorted(bag.dags.values(), key=lambda d: d.dag_id)]
+    if as_json:
+        echo_json({"dags": rows, "errors": [_error_json(e) for e in bag.errors]})
+        return
+    if rows:
+        width = max(len(r["dag_id"]) for r in rows)
+        for r in rows:
+            state = {True: "paused", False: "active", None: "?"}[r["paused"]]
+            click.echo(f"{r['dag_id']:<{width}}  {state:<6}  {r['schedule'] or 'manual':<28}  "
+                       f"{r['tasks']:>3} tasks  {','.join(r['tags'])}")
+    else:
+        click.echo(f"no DAGs in {bag.folder}")
+    if bag.errors:
+        click.echo(f"\n{len(bag.errors)} broken:", err=True)
+        for err in bag.errors:
+            click.echo(f"  {err}", err=True)
+
+
+@dags.command()
+@click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts.")
+def check(as_json: bool) -> None:
+    """Load every DAG; exit 1 if any module or DAG is broken (for CI in your repo)."""
+    bag = _bag()
+    if as_json:
+        echo_json({"ok": bag.ok, "dags": sorted(bag.dags), "seconds": round(bag.seconds, 3),
+                   "errors": [_error_json(e) for e in bag.errors]})
+    else:
+        for err in bag.errors:
+            click.echo(f"error: {err}", err=True)
+        click.echo(f"{len(bag.dags)} DAGs loaded, {len(bag.errors)} broken "
+                   f"({bag.seconds:.2f}s)")
+    sys.exit(0 if bag.ok else 1)
+
+
+@dags.command()
+@click.argument("dag_id")
+@click.option("--format", "fmt", type=click.Choice(["text", "mermaid", "dot", "json"]),
+              default="text", show_default=True)
+def show(dag_id: str, fmt: str) -> None:
+    """Draw a DAG (text, Mermaid or Graphviz DOT) and the canvas it compiles to; say where a
+    barrier was added because the DAG is not series-parallel."""
+    from beatflow.dag.plan import build_plan
+    from beatflow.dag.render import plan_dict, render_dot, render_mermaid, render_text
+
+    bag = _bag()
+    try:
+        dag = bag.get(dag_id)
+    except BeatflowError as exc:
+        raise click.ClickException(str(exc)) from exc
+    if fmt == "mermaid":
+        click.echo(render_mermaid(dag))
+    elif fmt == "dot":
+        click.echo(render_dot(dag))
+    elif fmt == "json":
+        plan = build_plan(dag)
+        echo_json({
+            **_dag_json(dag, None),
+            "tasks": [{"task_id": t, "upstream": sorted(s.upstream), "trigger_rule": s.trigger_rule,
+                       "mapped_over": s.map_over, "retries": s.retry.retries}
+                      for t, s in dag.tasks.items()],
+            "plan": plan_dict(plan.root),
+            "barriers": [{"before": list(b.before), "after": list(b.after),
+                          "added_waits": [list(e) for e in b.false_edges]}
+                         for b in plan.barriers],
+        })
+    else:
+        click.echo(render_text(dag))
+
+
+def _parse_conf(raw: str | None) -> dict[str, Any] | None:
+    if raw is None:
+        return None
+    try:
+        conf = json.loads(raw)
+    except json.JSONDecodeError as exc:
+        raise click.BadParameter(f"not valid JSON ({exc.msg} at column {exc.colno})",
+                                 param_hint="--conf") from None
+    if not isinstance(conf, dict):
+        raise click.BadParameter("must be a JSON object, e.g. '{\"limit\": 10}'",
+                                 param_hint="--conf")
+    return conf
+
+
+@dags.command()
+@click.argument("dag_id")
+@click.option("--conf", help="JSON object of params for this run, checked against the DAG.")
+@click.option("--run-id", help="Run id (default manual__<now>); the same id twice is one run.")
+@click.option("--wait", is_flag=True, help="Follow the run; exit 0 only if it succeeds.")
+@click.option("--timeout", type=float, default=3600.0, show_default=True,
+              help="With --wait: give up after this many seconds (exit 3).")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts.")
+def trigger(dag_id: str, conf: str | None, run_id: str | None, wait: bool, timeout: float,
+            as_json: bool) -> None:
+    """Start a DAG run now."""
+    from beatflow.runs import follow_run, trigger_dag
+
+    parsed = _parse_conf(conf)
+    app = get_app_or_exit()
+    try:
+        record = trigger_dag(app, dag_id, conf=parsed, run_id=run_id)
+    except BeatflowError as exc:
+        raise click.ClickException(str(exc)) from exc
+    if not wait:
+        if as_json:
+            echo_json(dag_run_json(record))
+        else:
+            click.echo(f"triggered {dag_id} run {record.run_id} ({record.state})")
+        return
+
+    def show_change(t: Any) -> None:
+        if not as_json:
+            label = t.task_id if t.map_index < 0 else f"{t.task_id}[{t.map_index}]"
+            click.echo(f"  {label:<30} {t.state:<16} try {t.try_number}")
+
+    if not as_json:
+        click.echo(f"triggered {dag_id} run {record.run_id}; following it...")
+    try:
+        final = follow_run(app, dag_id, record.run_id, on_task_change=show_change,
+                           timeout=timeout)
+    except TimeoutError as exc:
+        click.echo(f"error: {exc}", err=True)
+        sys.exit(3)
+    if as_json:
+        from beatflow.execution.runtime import runtime_of
+
+        store = runtime_of(app).store
+        echo_json({**dag_run_json(final),
+                   "tasks": [task_run_json(t) for t in store.get_task_runs(dag_id, final.run_id)]})
+    else:
+        click.echo(f"run {final.run_id}: {final.state} in {final.duration_seconds or 0:.2f}s")
+    sys.exit(0 if final.state == "success" else 1)
+
+
+def _set_paused(dag_id: str, paused: bool) -> None:
+    runtime = runtime_or_exit()
+    try:
+        runtime.dag(dag_id)
+    except BeatflowError as exc:
+        raise click.ClickException(str(exc)) from exc
+    runtime.store.set_paused(dag_id, paused)
+    click.echo(f"{dag_id} {'paused' if paused else 'unpaused'}")
+
+
+@dags.command()
+@click.argument("dag_id")
+def pause(dag_id: str) -> None:
+    """Stop scheduling a DAG (from the next tick, on every beat replica; survives restarts)."""
+    _set_paused(dag_id, True)
+
+
+@dags.command()
+@click.argument("dag_id")
+def unpause(dag_id: str) -> None:
+    """Resume scheduling a paused DAG."""
+    _set_paused(dag_id, False)
+
+
+def _parse_date(value: str, name: str) -> datetime:
+    try:
+        parsed = datetime.fromisoformat(value)
+    except ValueError:
+        raise click.BadParameter(f"{value!r} is not an ISO date such as 2026-11-01 or "
+                                 "2026-11-01T10:00", param_hint=name) from None
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
+
+
+@dags.command()
+@click.argument("dag_id")
+@click.option("--start", required=True, help="First logical date (ISO, inclusive).")
+@click.option("--end", required=True, help="Last logical date (ISO, inclusive).")
+@click.option("--json", "as_json", is_flag=True)
+def backfill(dag_id: str, start: str, end: str, as_json: bool) -> None:
+    """Create the scheduled runs of a past range (idempotent: existing runs are kept)."""
+    from beatflow.scheduler.backfill import backfill as run_backfill
+
+    begin, finish = _parse_date(start, "--start"), _parse_date(end, "--end")
+    if finish < begin:
+        raise click.BadParameter("--end is before --start", param_hint="--end")
+    app = get_app_or_exit()
+    try:
+        runs = run_backfill(app, dag_id, begin, finish)
+    except BeatflowError as exc:
+        raise click.ClickException(str(exc)) from exc
+    if as_json:
+        echo_json([dag_run_json(r) for r in runs])
+    else:
+        click.echo(f"{len(runs)} runs for {dag_id} between {begin} and {finish}")

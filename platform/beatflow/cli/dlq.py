@@ -1,0 +1,79 @@
+"""`beatflow dlq list|show|replay|purge`: task runs that exhausted their retries."""
+
+from __future__ import annotations
+
+import click
+
+from beatflow.cli.common import echo_json, get_app_or_exit, runtime_or_exit
+from beatflow.cli.records import dead_letter_json
+
+
+@click.group()
+def dlq() -> None:
+    """Dead letters: task runs that failed after their last retry."""
+
+
+@dlq.command("list")
+@click.argument("dag_id", required=False)
+@click.option("--all", "include_replayed", is_flag=True, help="Include replayed ones.")
+@click.option("--json", "as_json", is_flag=True)
+def list_(dag_id: str | None, include_replayed: bool, as_json: bool) -> None:
+    """Dead letters, newest first."""
+    letters = runtime_or_exit().store.list_dead_letters(dag_id, include_replayed=include_replayed)
+    if as_json:
+        echo_json([dead_letter_json(d) for d in letters])
+        return
+    if not letters:
+        click.echo("no dead letters")
+    for d in letters:
+        replayed = " (replayed)" if d.replayed_at else ""
+        click.echo(f"{d.id:>6}  {d.dedupe_key:<60} tries {d.tries}  {d.error[:80]}{replayed}")
+
+
+@dlq.command()
+@click.argument("letter_id", type=int)
+@click.option("--json", "as_json", is_flag=True)
+def show(letter_id: int, as_json: bool) -> None:
+    """One dead letter with its arguments, conf and traceback."""
+    d = runtime_or_exit().store.get_dead_letter(letter_id)
+    if d is None:
+        raise click.ClickException(f"no dead letter {letter_id}; see `beatflow dlq list`")
+    data = dead_letter_json(d, traceback=True)
+    if as_json:
+        echo_json(data)
+        return
+    for key, value in data.items():
+        if key != "traceback":
+            click.echo(f"{key:>12}: {value}")
+    click.echo(d.traceback or "")
+
+
+@dlq.command()
+@click.argument("letter_id", type=int)
+@click.option("--wait", is_flag=True, help="Follow the replayed run; exit 0 only on success.")
+@click.option("--timeout", type=float, default=3600.0, show_default=True)
+def replay(letter_id: int, wait: bool, timeout: float) -> None:
+    """Run a dead letter's task again, as a new try under the same dedupe key, then the
+    downstream tasks that did not run because of it; the DAG run is closed again."""
+    from beatflow.runs import follow_run
+    from beatflow.runs.replay import replay_dead_letter
+
+    app = get_app_or_exit()
+    run = replay_dead_letter(app, letter_id)
+    click.echo(f"replaying dead letter {letter_id} in run {run.dag_id}/{run.run_id}")
+    if wait:
+        final = follow_run(app, run.dag_id, run.run_id, timeout=timeout)
+        click.echo(f"run {final.run_id}: {final.state}")
+        raise SystemExit(0 if final.state == "success" else 1)
+
+
+@dlq.command()
+@click.argument("dag_id", required=False)
+@click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
+def purge(dag_id: str | None, yes: bool) -> None:
+    """Delete dead letters (all, or DAG_ID's)."""
+    what = f"dead letters of {dag_id}" if dag_id else "all dead letters"
+    if not yes:
+        click.confirm(f"Delete {what}?", abort=True)
+    n = runtime_or_exit().store.purge_dead_letters(dag_id)
+    click.echo(f"deleted {n} dead letters")
