@@ -12,7 +12,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import urlsplit
 
 from beatflow.errors import SettingsError
 
@@ -22,18 +22,14 @@ _QUEUE_RE = re.compile(r"^[A-Za-z0-9_.\-]+$")
 
 
 def mask_url(url: str) -> str:
-    """Return ``url`` with any password replaced by ``****``."""
-    try:
-        parts = urlsplit(url)
-    except ValueError:
-        return url
-    if parts.password is None:
-        return url
-    user = parts.username or ""
-    host = parts.hostname or ""
-    port = f":{parts.port}" if parts.port else ""
-    netloc = f"{user}:{_MASK}@{host}{port}"
-    return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
+    """Return ``url`` with every password replaced by ``****``: the userinfo of each host
+    (also in kombu's ``sentinel://...;sentinel://...`` list) and ``password=`` query values."""
+    masked = _USERINFO_PASSWORD_RE.sub(lambda m: f"{m.group(1)}{_MASK}@", url)
+    return _QUERY_PASSWORD_RE.sub(lambda m: f"{m.group(1)}{_MASK}", masked)
+
+
+_USERINFO_PASSWORD_RE = re.compile(r"(://[^:@/;,?#]*:)[^;/?#]*@")
+_QUERY_PASSWORD_RE = re.compile(r"([?&][a-z_]*password=)[^&;#]*", re.IGNORECASE)
 
 
 def _secret(name: str) -> bool:
