@@ -1,0 +1,131 @@
+"""The queues are named once (BEATFLOW_QUEUES / Helm's queues list) and everything else follows:
+each has one worker Deployment consuming it and one autoscaler whose triggers cover every Redis
+list kombu keeps for it (priority sub-lists included), summed by KEDA's formula."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+import yaml
+
+from beatflow.deploy.queues import broker_keys, broker_lists, scaling_formula
+from tests.deploy.manifests import CHART, Obj, Rendered, all_targets, command_line, component, render
+
+pytestmark = pytest.mark.usefixtures("k8s_tools")
+TARGETS = all_targets()
+_IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def worker_queues(r: Rendered) -> dict[str, list[str]]:
+    """Worker Deployment name -> the queues its `celery worker -Q` consumes."""
+    out = {}
+    for obj in r.of_kind("Deployment"):
+        if component(obj) != "worker":
+            continue
+        argv = command_line(obj["spec"]["template"]["spec"]["containers"][0])
+        assert "worker" in argv and "-Q" in argv, f'{obj["metadata"]["name"]}: no -Q'
+        out[obj["metadata"]["name"]] = argv[argv.index("-Q") + 1].split(",")
+    return out
+
+
+def evaluate(formula: str, values: dict[str, float]) -> float:
+    """KEDA's formula for plain sums and max()/min(), evaluated over trigger values."""
+    unknown = set(_IDENT.findall(formula)) - set(values) - {"max", "min"}
+    assert not unknown, f"formula names no trigger: {unknown}"
+    result: float = eval(formula, {"__builtins__": {}, "max": max, "min": min}, dict(values))  # noqa: S307
+    return result
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_every_configured_queue_has_exactly_one_worker_deployment(target: str) -> None:
+    r = render(target)
+    configured = r.config()["BEATFLOW_QUEUES"].split(",")
+    consumed = [q for qs in worker_queues(r).values() for q in qs]
+    assert sorted(consumed) == sorted(configured), (
+        f"{target}: BEATFLOW_QUEUES={configured} but workers consume {consumed}"
+    )
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_each_worker_is_scaled_on_every_redis_list_of_its_queues(target: str) -> None:
+    r = render(target)
+    scaled = {so["spec"]["scaleTargetRef"]["name"]: so for so in r.of_kind("ScaledObject")}
+    hpas = {h["spec"]["scaleTargetRef"]["name"] for h in r.of_kind("HorizontalPodAutoscaler")}
+    for deployment, queues in worker_queues(r).items():
+        if deployment in hpas and not scaled:
+            continue  # KEDA off: a CPU HPA (checked below)
+        so = scaled.pop(deployment, None)
+        assert so is not None, f"{target}: no ScaledObject scales {deployment}"
+        _check_scaled_object(so, queues)
+    assert not scaled, f"{target}: ScaledObjects for no worker: {sorted(scaled)}"
+
+
+def _check_scaled_object(so: Obj, queues: list[str]) -> None:
+    name = so["metadata"]["name"]
+    spec = so["spec"]
+    redis = [t for t in spec["triggers"] if t["type"] == "redis"]
+    assert sorted(t["metadata"]["listName"] for t in redis) == sorted(broker_keys(queues)), (
+        f"{name}: redis triggers drift from the queues' lists {broker_keys(queues)!r}"
+    )
+    assert {t["name"] for t in redis} == {lst.trigger_name for q in queues for lst in broker_lists(q)}
+    modifiers = spec["advanced"]["scalingModifiers"]
+    assert float(modifiers["target"]) > 0
+    assert modifiers.get("metricType", "AverageValue") != "Utilization"
+    # The formula adds every list: a message at any priority counts once.
+    values = {t["name"]: 0.0 for t in spec["triggers"] if t.get("name")}
+    for i, t in enumerate(redis):
+        values[t["name"]] = 10.0 ** i
+    assert evaluate(modifiers["formula"], values) == sum(10.0 ** i for i in range(len(redis)))
+    if any(t["type"] == "prometheus" for t in spec["triggers"]):
+        assert modifiers["formula"].startswith("max(")
+    else:
+        assert modifiers["formula"] == scaling_formula(queues)
+    assert any(t["type"] == "cpu" for t in spec["triggers"]), f"{name}: no CPU trigger"
+    # KEDA rejects a fallback next to a CPU trigger (CheckFallbackValid).
+    assert "fallback" not in spec
+    assert spec["minReplicaCount"] >= 1, f"{name}: scale-to-zero strands ETA/countdown tasks"
+    assert spec["maxReplicaCount"] >= spec["minReplicaCount"]
+    behavior = spec["advanced"]["horizontalPodAutoscalerConfig"]["behavior"]
+    assert behavior["scaleDown"]["stabilizationWindowSeconds"] >= 60
+    assert spec["cooldownPeriod"] >= 60
+    for t in redis:
+        assert t["authenticationRef"]["name"], f"{name}: Redis password not from a Secret"
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_without_keda_each_worker_gets_a_cpu_hpa(target: str) -> None:
+    r = render(target)
+    if r.of_kind("ScaledObject"):
+        assert not r.of_kind("HorizontalPodAutoscaler")
+        return
+    hpas = {h["spec"]["scaleTargetRef"]["name"]: h for h in r.of_kind("HorizontalPodAutoscaler")}
+    assert set(hpas) == set(worker_queues(r))
+    for hpa in hpas.values():
+        assert hpa["spec"]["minReplicas"] >= 1
+        assert hpa["spec"]["metrics"][0]["resource"]["name"] == "cpu"
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_the_keda_trigger_authentication_reads_the_redis_password_from_a_secret(target: str) -> None:
+    r = render(target)
+    refs = {t["authenticationRef"]["name"] for so in r.of_kind("ScaledObject")
+            for t in so["spec"]["triggers"] if "authenticationRef" in t}
+    for ref in refs:
+        auth = r.named("TriggerAuthentication", ref)
+        params = {p["parameter"] for p in auth["spec"]["secretTargetRef"]}
+        assert {"address", "password"} <= params
+
+
+def test_helm_defaults_and_the_kustomize_base_name_the_same_queues() -> None:
+    values = yaml.safe_load((CHART / "values.yaml").read_text())
+    helm_queues = [q["name"] for q in values["queues"]]
+    assert render("k8s/base").config()["BEATFLOW_QUEUES"].split(",") == helm_queues
+
+
+def test_the_drift_check_fails_when_a_priority_list_is_missing() -> None:
+    so = render("k8s/base").named("ScaledObject", "beatflow-worker-default")
+    broken = {**so, "spec": {**so["spec"], "triggers": [
+        t for t in so["spec"]["triggers"] if t.get("name") != "default_p9"]}}
+    with pytest.raises(AssertionError, match="drift"):
+        _check_scaled_object(broken, ["default"])
