@@ -20,7 +20,7 @@ _AGE = re.compile(r"^\s*(\d+)\s*([dhm])\s*$")
 _UNITS = {"d": "days", "h": "hours", "m": "minutes"}
 
 
-class Age(click.ParamType):
+class Age(click.ParamType):  # type: ignore[type-arg]
     """An age such as ``30d``, ``12h`` or ``90m``."""
 
     name = "age"

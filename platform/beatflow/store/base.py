@@ -59,19 +59,31 @@ class StoreBase:
         return sqlite.insert(table)
 
     @contextmanager
-    def _write(self, action: str) -> Iterator[sa.Connection]:
-        """One short transaction that writes (SQLite: BEGIN IMMEDIATE, so it never has to
-        upgrade a read lock and fail; PostgreSQL: READ COMMITTED with row locks)."""
+    def _write(self, action: str, *, transaction: bool = False) -> Iterator[sa.Connection]:
+        """Write through conditional statements, each atomic on its own.
+
+        SQLite: one BEGIN IMMEDIATE transaction (the write lock is taken up front, so it never
+        has to upgrade a read lock and fail with "database is locked"). PostgreSQL: autocommit,
+        unless ``transaction`` asks for one: every store write is a single insert-or-conflict or
+        an UPDATE whose WHERE clause PostgreSQL re-checks under the row lock, so an enclosing
+        READ COMMITTED transaction would add nothing but two round trips (BEGIN, COMMIT).
+        """
         with translate_errors(self.url, action), self._engine.connect() as conn:
-            conn = conn.execution_options(**{SQLITE_BEGIN: "IMMEDIATE"})
+            if self.dialect == "sqlite":
+                conn.execution_options(**{SQLITE_BEGIN: "IMMEDIATE"})
+            elif not transaction:
+                conn.execution_options(isolation_level="AUTOCOMMIT")
             with conn.begin():
                 yield conn
 
     @contextmanager
     def _read(self, action: str) -> Iterator[sa.Connection]:
-        with translate_errors(self.url, action), self._engine.connect() as conn, conn.begin():
-            yield conn
-
+        """Reads: autocommit on PostgreSQL (each is one statement), a deferred one on SQLite."""
+        with translate_errors(self.url, action), self._engine.connect() as conn:
+            if self.dialect != "sqlite":
+                conn.execution_options(isolation_level="AUTOCOMMIT")
+            with conn.begin():
+                yield conn
 
 def dag_run_record(row: sa.RowMapping) -> DagRunRecord:
     return DagRunRecord(

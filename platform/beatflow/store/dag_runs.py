@@ -121,6 +121,17 @@ class DagRunsMixin(StoreBase):
             raise StoreError(f"no DAG run {dag_id}/{run_id} to finish; create it first")
         return dag_run_record(found)
 
+    def reopen_dag_run(self, dag_id: str, run_id: str) -> bool:
+        """For replay: a finished DAG run goes back to running (ended_at cleared), so its
+        closing step sets a new final state. False if it is not finished (or missing)."""
+        with self._write(f"reopening DAG run {dag_id}/{run_id}") as conn:
+            updated = conn.execute(
+                sa.update(dag_runs)
+                .where(_where(dag_id, run_id), dag_runs.c.state.in_(DAG_RUN_FINISHED_STATES))
+                .values(state="running", ended_at=None)
+            )
+            return updated.rowcount == 1
+
     def get_dag_run(self, dag_id: str, run_id: str) -> DagRunRecord | None:
         with self._read(f"reading DAG run {dag_id}/{run_id}") as conn:
             row = conn.execute(sa.select(dag_runs).where(_where(dag_id, run_id))).mappings()
@@ -132,9 +143,8 @@ class DagRunsMixin(StoreBase):
     ) -> list[DagRunRecord]:
         """DAG runs, newest (most recently queued) first."""
         if state is not None and state not in DAG_RUN_STATES:
-            raise StoreError(
-                f"unknown DAG run state {state!r}; expected one of {', '.join(sorted(DAG_RUN_STATES))}"
-            )
+            known = ", ".join(sorted(DAG_RUN_STATES))
+            raise StoreError(f"unknown DAG run state {state!r}; expected one of {known}")
         query = sa.select(dag_runs).order_by(dag_runs.c.queued_at.desc(), dag_runs.c.id.desc())
         if dag_id is not None:
             query = query.where(dag_runs.c.dag_id == dag_id)

@@ -66,7 +66,7 @@ class MaintenanceMixin(StoreBase):
         )
         deleted = 0
         while True:
-            with self._write("pruning old DAG runs") as conn:
+            with self._write("pruning old DAG runs", transaction=True) as conn:
                 batch = conn.execute(pick).all()
                 if not batch:
                     return deleted

@@ -28,7 +28,9 @@ TASK_SKIPPED = "skipped"
 TASK_RUN_STATES = frozenset(
     {TASK_RUNNING, TASK_UP_FOR_RETRY, TASK_SUCCESS, TASK_FAILED, TASK_UPSTREAM_FAILED, TASK_SKIPPED}
 )
-TASK_RUN_TERMINAL_STATES = frozenset({TASK_SUCCESS, TASK_FAILED, TASK_UPSTREAM_FAILED, TASK_SKIPPED})
+TASK_RUN_TERMINAL_STATES = frozenset(
+    {TASK_SUCCESS, TASK_FAILED, TASK_UPSTREAM_FAILED, TASK_SKIPPED}
+)
 # states a running worker may finish its claimed task run with
 TASK_RUN_FINISH_STATES = frozenset({TASK_SUCCESS, TASK_FAILED, TASK_UP_FOR_RETRY})
 # states decided without running the task (trigger rules); `failed` covers "could not even start"

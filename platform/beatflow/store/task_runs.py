@@ -17,6 +17,7 @@ import sqlalchemy as sa
 
 from beatflow.errors import ResultError, StoreError
 from beatflow.store.base import StoreBase, task_run_record
+from beatflow.store.claim_sql import claim_statements
 from beatflow.store.engine import dumps_json, require_aware, utcnow
 from beatflow.store.models import task_runs
 from beatflow.store.records import (
@@ -48,59 +49,38 @@ class TaskRunsMixin(StoreBase):
     ) -> Claim:
         """Claim ``dedupe_key`` before running its task: ``run`` (you hold a new lease),
         ``done`` (already terminal: use ``record``) or ``held`` (a live lease: retry later)."""
+        sql = claim_statements(self.dialect)
+        identity = {
+            "p_dedupe_key": dedupe_key,
+            "p_dag_id": dag_id,
+            "p_run_id": run_id,
+            "p_task_id": task_id,
+            "p_map_index": map_index,
+        }
         for _ in range(_CLAIM_ATTEMPTS):
             now = utcnow()
             token = uuid.uuid4().hex
             lease = {
-                "state": TASK_RUNNING,
-                "worker": worker,
-                "celery_task_id": celery_task_id,
-                "lease_token": token,
-                "lease_expires_at": now + timedelta(seconds=self.lease_seconds),
-                "started_at": now,
-                "ended_at": None,
-                "result": None,
-                "error": None,
-                "traceback": None,
+                "p_key": dedupe_key,
+                "p_now": now,
+                "p_state": TASK_RUNNING,
+                "p_worker": worker,
+                "p_celery_task_id": celery_task_id,
+                "p_lease_token": token,
+                "p_lease_expires_at": now + timedelta(seconds=self.lease_seconds),
+                "p_started_at": now,
+                "p_ended_at": None,
+                "p_result": None,
+                "p_error": None,
+                "p_traceback": None,
             }
-            insert = (
-                self._insert(task_runs)
-                .values(
-                    dedupe_key=dedupe_key,
-                    dag_id=dag_id,
-                    run_id=run_id,
-                    task_id=task_id,
-                    map_index=map_index,
-                    try_number=1,
-                    **lease,
-                )
-                .on_conflict_do_nothing(index_elements=["dedupe_key"])
-                .returning(*task_runs.c)
-            )
-            takeover = (
-                sa.update(task_runs)
-                .where(
-                    task_runs.c.dedupe_key == dedupe_key,
-                    sa.or_(
-                        task_runs.c.state == TASK_UP_FOR_RETRY,
-                        sa.and_(
-                            task_runs.c.state == TASK_RUNNING,
-                            task_runs.c.lease_expires_at < now,
-                        ),
-                    ),
-                )
-                .values(try_number=task_runs.c.try_number + 1, **lease)
-                .returning(*task_runs.c)
-            )
             with self._write(f"claiming task run {dedupe_key!r}") as conn:
-                row = conn.execute(insert).mappings().first()
+                row = conn.execute(sql.insert, {**identity, **lease}).mappings().first()
                 if row is None:
-                    row = conn.execute(takeover).mappings().first()
+                    row = conn.execute(sql.take_over, lease).mappings().first()
                 if row is not None:
                     return Claim("run", task_run_record(row), token)
-                current = conn.execute(
-                    sa.select(task_runs).where(task_runs.c.dedupe_key == dedupe_key)
-                ).mappings().first()
+                current = conn.execute(sql.current, {"p_key": dedupe_key}).mappings().first()
             if current is None:  # pruned between the statements: claim afresh
                 continue
             if current["state"] in TASK_RUN_TERMINAL_STATES:
@@ -116,18 +96,13 @@ class TaskRunsMixin(StoreBase):
     def renew_lease(self, dedupe_key: str, token: str) -> bool:
         """Push the lease expiry out by ``lease_seconds``; False if the lease was taken over
         (the caller should stop: its result will not be recorded)."""
-        expires = utcnow() + timedelta(seconds=self.lease_seconds)
+        params = {
+            "p_key": dedupe_key,
+            "p_token": token,
+            "p_expires": utcnow() + timedelta(seconds=self.lease_seconds),
+        }
         with self._write(f"renewing the lease of task run {dedupe_key!r}") as conn:
-            updated = conn.execute(
-                sa.update(task_runs)
-                .where(
-                    task_runs.c.dedupe_key == dedupe_key,
-                    task_runs.c.lease_token == token,
-                    task_runs.c.state == TASK_RUNNING,
-                )
-                .values(lease_expires_at=expires)
-            )
-            return updated.rowcount == 1
+            return conn.execute(claim_statements(self.dialect).renew, params).rowcount == 1
 
     def finish_task_run(
         self,
@@ -148,25 +123,17 @@ class TaskRunsMixin(StoreBase):
                 f"expected one of {', '.join(sorted(TASK_RUN_FINISH_STATES))}"
             )
         self.check_result(dedupe_key, result)
+        params = {
+            "p_key": dedupe_key,
+            "p_token": token,
+            "p_state": state,
+            "p_result": result,
+            "p_error": error,
+            "p_traceback": traceback,
+            "p_ended_at": utcnow(),
+        }
         with self._write(f"finishing task run {dedupe_key!r}") as conn:
-            updated = conn.execute(
-                sa.update(task_runs)
-                .where(
-                    task_runs.c.dedupe_key == dedupe_key,
-                    task_runs.c.lease_token == token,
-                    task_runs.c.state == TASK_RUNNING,
-                )
-                .values(
-                    state=state,
-                    result=result,
-                    error=error,
-                    traceback=traceback,
-                    ended_at=utcnow(),
-                    lease_token=None,
-                    lease_expires_at=None,
-                )
-            )
-            return updated.rowcount == 1
+            return conn.execute(claim_statements(self.dialect).finish, params).rowcount == 1
 
     def check_result(self, dedupe_key: str, result: Any) -> None:
         """Raise ResultError unless ``result`` is JSON-serialisable within result_max_bytes."""
@@ -234,7 +201,7 @@ class TaskRunsMixin(StoreBase):
         return None if row is None else task_run_record(row)
 
     def get_task_runs(self, dag_id: str, run_id: str) -> list[TaskRunRecord]:
-        """The task runs of one DAG run, by start time (never-started ones last), task, map index."""
+        """The task runs of one DAG run by start time (never started: last), task, map index."""
         query = (
             sa.select(task_runs)
             .where(task_runs.c.dag_id == dag_id, task_runs.c.run_id == run_id)

@@ -79,8 +79,9 @@ def test_writers_are_not_locked_out_while_prune_runs(make_store: MakeStore) -> N
 
     def write_between_batches(_: int) -> None:
         # a write from another store (its own connection) lands while prune is mid-way
+        run_id = f"new{len(written)}"
         thread = threading.Thread(
-            target=lambda: written.append(writer.create_dag_run("etl", f"new{len(written)}")[0].run_id)
+            target=lambda: written.append(writer.create_dag_run("etl", run_id)[0].run_id)
         )
         thread.start()
         thread.join(timeout=10)

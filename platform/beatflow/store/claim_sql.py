@@ -1,0 +1,74 @@
+"""The claim protocol's statements, built once per dialect with bound parameters: they run on
+every task run, and building SQLAlchemy constructs per call cost more than the round trips."""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+
+import sqlalchemy as sa
+from sqlalchemy.dialects import postgresql, sqlite
+
+from beatflow.store.models import task_runs
+from beatflow.store.records import TASK_RUNNING, TASK_UP_FOR_RETRY
+
+t = task_runs.c
+# columns a claim (re)sets: a fresh lease and a clean slate for the new try
+LEASE_COLUMNS = (
+    "state", "worker", "celery_task_id", "lease_token", "lease_expires_at", "started_at",
+    "ended_at", "result", "error", "traceback",
+)
+
+
+@dataclass(frozen=True, slots=True)
+class ClaimStatements:
+    insert: sa.Executable  # insert-or-conflict of a new running task run (try 1)
+    take_over: sa.Executable  # up_for_retry, or running with an expired lease -> next try
+    current: sa.Executable  # the row, to report "done" or "held"
+    renew: sa.Executable
+    finish: sa.Executable
+
+
+def _lease_values() -> dict[str, sa.BindParameter[object]]:
+    return {name: sa.bindparam(f"p_{name}") for name in LEASE_COLUMNS}
+
+
+@functools.cache
+def claim_statements(dialect: str) -> ClaimStatements:
+    insert = (postgresql.insert if dialect == "postgresql" else sqlite.insert)(task_runs)
+    identity: dict[str, sa.BindParameter[object]] = {
+        name: sa.bindparam(f"p_{name}")
+        for name in ("dedupe_key", "dag_id", "run_id", "task_id", "map_index")
+    }
+    key = t.dedupe_key == sa.bindparam("p_key")
+    holder = sa.and_(key, t.lease_token == sa.bindparam("p_token"), t.state == TASK_RUNNING)
+    return ClaimStatements(
+        insert=insert.values(**identity, try_number=1, **_lease_values())
+        .on_conflict_do_nothing(index_elements=["dedupe_key"])
+        .returning(*task_runs.c),
+        take_over=sa.update(task_runs)
+        .where(
+            key,
+            sa.or_(
+                t.state == TASK_UP_FOR_RETRY,
+                sa.and_(t.state == TASK_RUNNING, t.lease_expires_at < sa.bindparam("p_now")),
+            ),
+        )
+        .values(try_number=t.try_number + 1, **_lease_values())
+        .returning(*task_runs.c),
+        current=sa.select(task_runs).where(key),
+        renew=sa.update(task_runs)
+        .where(holder)
+        .values(lease_expires_at=sa.bindparam("p_expires")),
+        finish=sa.update(task_runs)
+        .where(holder)
+        .values(
+            state=sa.bindparam("p_state"),
+            result=sa.bindparam("p_result"),
+            error=sa.bindparam("p_error"),
+            traceback=sa.bindparam("p_traceback"),
+            ended_at=sa.bindparam("p_ended_at"),
+            lease_token=None,
+            lease_expires_at=None,
+        ),
+    )
