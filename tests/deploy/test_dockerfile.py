@@ -1,0 +1,55 @@
+"""The Dockerfile cannot be built here (no engine), so check its structure: two stages on
+python:3.11-slim, build tools only in the first, a non-root uid 10001, a health check through
+`beatflow health`, and a .dockerignore that keeps the context to what the image needs."""
+
+from __future__ import annotations
+
+import re
+
+from tests.deploy.manifests import ROOT
+
+DOCKERFILE = (ROOT / "Dockerfile").read_text()
+
+
+def _stages() -> list[tuple[str, str]]:
+    """(stage name, body) for each FROM ... AS name."""
+    parts = re.split(r"^FROM\s+", DOCKERFILE, flags=re.M)[1:]
+    return [(re.match(r"\S+\s+AS\s+(\S+)", p, re.I).group(1), p) for p in parts]  # type: ignore[union-attr]
+
+
+def test_the_image_builds_in_two_stages_from_python_slim() -> None:
+    assert re.search(r"^ARG PYTHON_IMAGE=python:3\.11-slim$", DOCKERFILE, re.M)
+    assert [name for name, _ in _stages()] == ["build", "runtime"]
+    assert all(body.startswith("${PYTHON_IMAGE}") for _, body in _stages())
+
+
+def test_build_tools_stay_out_of_the_final_stage() -> None:
+    build, runtime = (body for _, body in _stages())
+    assert "build-essential" in build
+    for word in ("build-essential", "gcc", "apt-get install", "pip install"):
+        assert word not in runtime, f"final stage runs {word!r}"
+    assert "COPY --from=build /opt/beatflow /opt/beatflow" in runtime
+
+
+def test_the_final_stage_runs_as_uid_10001() -> None:
+    runtime = _stages()[-1][1]
+    assert "useradd --system --uid 10001" in runtime
+    users = re.findall(r"^USER\s+(\S+)", runtime, re.M)
+    assert users == ["10001:10001"]
+    assert runtime.index("USER") < runtime.index("HEALTHCHECK")
+
+
+def test_the_health_check_uses_the_cheap_local_probe() -> None:
+    check = re.search(r"^HEALTHCHECK .*?CMD (\[.*?\])$", DOCKERFILE, re.M | re.S)
+    assert check is not None
+    assert check.group(1).startswith('["beatflow", "health"')
+
+
+def test_the_build_context_holds_only_what_the_image_needs() -> None:
+    lines = [ln for ln in (ROOT / ".dockerignore").read_text().splitlines()
+             if ln and not ln.startswith("#")]
+    assert lines[0] == "*"
+    allowed = {ln[1:].rstrip("/") for ln in lines if ln.startswith("!")}
+    assert allowed == {"pyproject.toml", "README.md", "platform", "dags"}
+    copied = set(re.findall(r"^COPY (?:--\S+ )*(\S+)", DOCKERFILE, re.M)) - {"/opt/beatflow"}
+    assert {c.rstrip("/") for c in copied} <= allowed | {"pyproject.toml README.md"}
