@@ -86,6 +86,48 @@ def measure(url: str, runs: int) -> dict[str, float]:
     }
 
 
+def measure_raw_psycopg(url: str, runs: int) -> dict[str, float]:
+    """The floor: the same two writes through bare psycopg (no pool, no pre-ping, no ORM)."""
+    import psycopg
+
+    store = Store(url)
+    store.upgrade()  # the real schema, so index maintenance costs the same
+    store.close()
+    dsn = sa.make_url(url).set(drivername="postgresql").render_as_string(hide_password=False)
+    claims: list[float] = []
+    finishes: list[float] = []
+    warmup = max(100, runs // 10)
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        for i in range(warmup + runs):
+            t0 = time.perf_counter_ns()
+            conn.execute(
+                "INSERT INTO task_runs (dedupe_key, dag_id, run_id, task_id, map_index, state, "
+                "try_number, lease_token, lease_expires_at, started_at) VALUES "
+                "(%s, 'raw', 'r', %s, -1, 'running', 1, %s, now(), now()) "
+                "ON CONFLICT (dedupe_key) DO NOTHING RETURNING *",
+                (f"raw/r/t{i}", f"t{i}", "tok"),
+            ).fetchone()
+            t1 = time.perf_counter_ns()
+            conn.execute(
+                "UPDATE task_runs SET state='success', result=%s, ended_at=now(), "
+                "lease_token=NULL WHERE dedupe_key=%s AND lease_token=%s AND state='running'",
+                ('{"i": 1}', f"raw/r/t{i}", "tok"),
+            )
+            t2 = time.perf_counter_ns()
+            if i >= warmup:
+                claims.append((t1 - t0) / 1000)
+                finishes.append((t2 - t1) / 1000)
+    totals = [c + f for c, f in zip(claims, finishes, strict=True)]
+    return {
+        "claim": statistics.mean(claims),
+        "finish": statistics.mean(finishes),
+        "total": statistics.mean(totals),
+        "p50": percentile(totals, 0.50),
+        "p99": percentile(totals, 0.99),
+        "duplicate": float("nan"),
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=3000, help="task runs per backend")
@@ -96,6 +138,8 @@ def main() -> None:
     rows: list[tuple[str, dict[str, float]]] = []
     with postgres_database(args.postgres_admin_url) as url:
         rows.append(("PostgreSQL (loopback)", measure(url, args.runs)))
+    with postgres_database(args.postgres_admin_url) as url:
+        rows.append(("bare psycopg (floor)", measure_raw_psycopg(url, args.runs)))
     with sqlite_database() as url:
         rows.append(("SQLite (WAL file)", measure(url, args.runs)))
 
@@ -105,7 +149,8 @@ def main() -> None:
     print(f"|{'-' * 23}|" + "|".join("-" * 13 + ":" for _ in header[1:]) + "|")
     for name, r in rows:
         values = (r["claim"], r["finish"], r["total"], r["p50"], r["p99"], r["duplicate"])
-        print(f"| {name:<21} | " + " | ".join(f"{v:>12.0f}" for v in values) + " |")
+        cells = ("-" if v != v else f"{v:.0f}" for v in values)  # NaN: not measured
+        print(f"| {name:<21} | " + " | ".join(f"{c:>12}" for c in cells) + " |")
 
 
 if __name__ == "__main__":
