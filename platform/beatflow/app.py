@@ -42,6 +42,9 @@ def get_app() -> Celery:
             _app = create_app()
             _app.set_current()
             _app.set_default()
+            from beatflow.observability.flower import configure_if_flower
+
+            configure_if_flower(settings_of(_app))  # `celery -A beatflow flower`: auth on
         return _app
 
 

@@ -17,6 +17,7 @@ COMMANDS: dict[str, str] = {
     "db": "beatflow.cli.db:db",
     "dev": "beatflow.cli.dev:dev",
     "health": "beatflow.cli.health:health",
+    "exporter": "beatflow.cli.exporter:exporter",
 }
 
 

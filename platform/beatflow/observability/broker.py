@@ -1,0 +1,156 @@
+"""What the exporter reads from Redis: each queue's length summed over its priority sub-lists
+(kombu stores ``q``, ``q\\x06\\x163``, ``q\\x06\\x166``, ``q\\x06\\x169``), the backlog (queued +
+reserved + running: with acks_late every reserved or running message sits in kombu's ``unacked``
+hash), and which beat replica holds the scheduler lock (the keys ``beatflow.scheduler`` documents)."""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import redis
+
+from beatflow.settings import Settings
+
+log = logging.getLogger(__name__)
+
+DEFAULT_SEP = "\x06\x16"
+DEFAULT_PRIORITY_STEPS = (0, 3, 6, 9)
+
+try:  # the beat's own key names, when the scheduler package is installed with us
+    from beatflow.scheduler import keys as _beat_keys
+
+    LEADER_KEY = _beat_keys.LEADER
+    EPOCH_KEY = _beat_keys.EPOCH
+    REPLICA_PREFIX = _beat_keys.REPLICA_PREFIX
+except ImportError:  # pragma: no cover - the documented values
+    LEADER_KEY = "beatflow:beat:leader"
+    EPOCH_KEY = "beatflow:beat:epoch"
+    REPLICA_PREFIX = "beatflow:beat:replica:"
+
+
+@dataclass(frozen=True, slots=True)
+class QueueLayout:
+    """How kombu names a queue's Redis lists (from the broker transport options)."""
+
+    sep: str = DEFAULT_SEP
+    priority_steps: tuple[int, ...] = DEFAULT_PRIORITY_STEPS
+    prefix: str = ""  # kombu's global_keyprefix
+    unacked_key: str = "unacked"
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> QueueLayout:
+        options: Mapping[str, Any] = settings.celery_config().get("broker_transport_options", {})
+        return cls(
+            sep=str(options.get("sep", DEFAULT_SEP)),
+            priority_steps=tuple(int(s) for s in options.get("priority_steps",
+                                                             DEFAULT_PRIORITY_STEPS)),
+            prefix=str(options.get("global_keyprefix", "")),
+            unacked_key=str(options.get("unacked_key", "unacked")),
+        )
+
+    def lists(self, queue: str) -> list[str]:
+        """Every Redis list holding messages of ``queue``, one per priority step."""
+        return [
+            self.prefix + (f"{queue}{self.sep}{step}" if step else queue)
+            for step in self.priority_steps
+        ]
+
+
+def queue_lengths(client: redis.Redis, layout: QueueLayout,
+                  queues: Sequence[str]) -> dict[str, int]:
+    """Messages waiting per queue, every priority sub-list summed (one round trip)."""
+    pipe = client.pipeline(transaction=False)
+    for queue in queues:
+        for name in layout.lists(queue):
+            pipe.llen(name)
+    counts = iter(pipe.execute())
+    steps = len(layout.priority_steps)
+    return {queue: sum(int(next(counts)) for _ in range(steps)) for queue in queues}
+
+
+def in_flight(client: redis.Redis, layout: QueueLayout) -> dict[str, int]:
+    """Messages delivered to workers and not acknowledged yet (reserved or running), by queue
+    (kombu's unacked hash holds ``[message, exchange, routing_key]`` per delivery tag)."""
+    out: dict[str, int] = {}
+    for _, raw in client.hscan_iter(layout.prefix + layout.unacked_key, count=1000):
+        try:
+            routing_key = json.loads(raw)[2]
+        except (ValueError, IndexError, TypeError):
+            continue
+        out[str(routing_key)] = out.get(str(routing_key), 0) + 1
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class Leader:
+    """The beat replica holding the lock as Redis says now (``instance`` None: nobody)."""
+
+    instance: str | None
+    epoch: int
+    replicas: tuple[str, ...]
+
+
+def read_leader(client: redis.Redis) -> Leader:
+    """The current leader, the epoch counter and every live replica's instance name."""
+    pipe = client.pipeline(transaction=False)
+    pipe.get(LEADER_KEY)
+    pipe.get(EPOCH_KEY)
+    raw_leader, raw_epoch = pipe.execute()
+    instance: str | None = None
+    epoch = _int(raw_epoch)
+    if raw_leader:
+        try:
+            data = json.loads(raw_leader)
+            instance = str(data["instance"])
+            epoch = max(epoch, _int(data.get("epoch")))
+        except (ValueError, KeyError, TypeError):
+            log.warning("unreadable beat leader record %r at %s", raw_leader[:200], LEADER_KEY)
+    replicas = sorted(
+        _decode(k)[len(REPLICA_PREFIX):] for k in client.scan_iter(REPLICA_PREFIX + "*", count=100)
+    )
+    return Leader(instance=instance, epoch=epoch, replicas=tuple(replicas))
+
+
+def _int(value: Any) -> int:
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return 0
+
+
+def _decode(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+class LeaderTracker:
+    """Turns successive leader readings into the leader gauge and the failover counter: every
+    epoch step after the first reading is one change of holder."""
+
+    def __init__(self) -> None:
+        self.instances: set[str] = set()
+        self.epoch: int | None = None
+        self.current: str | None = None
+
+    def observe(self, leader: Leader) -> tuple[dict[str, int], int]:
+        """Return (gauge value per instance, failovers since the last reading)."""
+        failovers = 0
+        if self.epoch is not None and leader.epoch > self.epoch:
+            failovers = leader.epoch - self.epoch
+        if leader.epoch:
+            self.epoch = max(self.epoch or 0, leader.epoch)
+        if leader.instance is not None and leader.instance != self.current:
+            log.info("beat leader is now %s (epoch %d)", leader.instance, leader.epoch,
+                     extra={"event": "beat_leader_changed", "instance": leader.instance,
+                            "epoch": leader.epoch})
+        elif leader.instance is None and self.current is not None:
+            log.warning("no beat holds the scheduler lock (last leader: %s)", self.current,
+                        extra={"event": "beat_leader_lost", "instance": self.current})
+        self.current = leader.instance
+        self.instances |= set(leader.replicas)
+        if leader.instance is not None:
+            self.instances.add(leader.instance)
+        return {i: int(i == leader.instance) for i in sorted(self.instances)}, failovers
