@@ -58,6 +58,7 @@ class Settings:
     beat_loop_interval: float = 0.5
     schedule_sync_interval: float = 10.0
     catchup_window: int = 86_400
+    test_clock_file: str = ""  # tests only: a file holding seconds the beat's clock is shifted by
     flower_user: str = "admin"
     flower_password: str = ""
     flower_port: int = 5555

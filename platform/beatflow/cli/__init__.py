@@ -18,6 +18,7 @@ COMMANDS: dict[str, str] = {
     "dev": "beatflow.cli.dev:dev",
     "health": "beatflow.cli.health:health",
     "exporter": "beatflow.cli.exporter:exporter",
+    "beat": "beatflow.cli.beat:beat",
 }
 
 

@@ -24,6 +24,9 @@ PRESETS = {
 }
 
 
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
 @dataclass(frozen=True, slots=True)
 class Schedule:
     """A cron expression in a time zone, or a fixed interval anchored at ``anchor``."""
@@ -31,7 +34,7 @@ class Schedule:
     cron: str | None = None
     interval: timedelta | None = None
     timezone: ZoneInfo = ZoneInfo("UTC")
-    anchor: datetime = datetime(1970, 1, 1, tzinfo=UTC)
+    anchor: datetime = EPOCH
 
     @classmethod
     def parse(
@@ -41,7 +44,7 @@ class Schedule:
         if isinstance(value, timedelta):
             if value.total_seconds() < 1:
                 raise ValueError(f"interval {value} is shorter than one second")
-            return cls(interval=value, timezone=timezone, anchor=anchor or cls.anchor)
+            return cls(interval=value, timezone=timezone, anchor=anchor or EPOCH)
         if not isinstance(value, str):
             raise ValueError(
                 f"schedule must be a cron string, a preset like @daily, a timedelta or None; "

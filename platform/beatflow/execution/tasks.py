@@ -25,6 +25,7 @@ from beatflow.dag.plan import at_path
 from beatflow.errors import StoreUnavailableError
 from beatflow.execution import node
 from beatflow.execution.runtime import Runtime, runtime_of
+from beatflow.scheduler import tasks as scheduler_tasks
 from beatflow.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -35,6 +36,7 @@ def install(app: Celery, settings: Settings, *, load_dags: bool = True) -> Runti
     runtime = Runtime(app, settings)
     app.beatflow = runtime  # type: ignore[attr-defined]
     _register_builtin(app)
+    scheduler_tasks.register(app)
     if load_dags:
         register_dag_tasks(app, runtime.dagbag)
     return runtime

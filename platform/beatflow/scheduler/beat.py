@@ -1,0 +1,180 @@
+"""BeatflowScheduler: RedBeat's scheduler with the lock taken over by a leader election that every
+replica runs for its whole life, schedule writes reserved to the leader, and DAG ticks fired from
+per-DAG watermarks (so the ticks of a failover gap fire once, on the new leader)."""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import time
+from datetime import timedelta
+from typing import Any
+
+import redis
+from celery import Celery
+from celery.signals import beat_init
+from redbeat.schedulers import RedBeatScheduler, acquire_distributed_beat_lock
+
+from beatflow.scheduler import checks
+from beatflow.scheduler.clock import Clock
+from beatflow.scheduler.election import LeaderElection
+from beatflow.scheduler.firing import Dispatcher
+from beatflow.scheduler.plan import Fire
+from beatflow.scheduler.sync import specs_of, write_entries
+from beatflow.scheduler.tasks import FIRE_TASK
+from beatflow.settings import Settings
+
+log = logging.getLogger(__name__)
+
+# RedBeat acquires its lock in a beat_init handler with a blocking acquire() that a replica which
+# once lost the lock never repeats (redbeat#306); our election replaces it.
+beat_init.disconnect(acquire_distributed_beat_lock)
+
+
+def redis_client(settings: Settings) -> redis.Redis:
+    """A client whose calls fail fast: a renewal must never hang past the lease."""
+    timeout = max(0.2, settings.beat_lock_timeout / 3)
+    return redis.Redis.from_url(settings.effective_redbeat_url, decode_responses=True,
+                                socket_timeout=timeout, socket_connect_timeout=timeout,
+                                retry_on_timeout=False)
+
+
+def failover_grace(settings: Settings) -> timedelta:
+    """How late a tick may be and still count as a failover gap tick (fired whatever catchup
+    says): one lease plus a few loop and renew intervals, with slack for a slow takeover."""
+    return timedelta(seconds=2 * settings.beat_lock_timeout + 4 * settings.beat_loop_interval
+                     + 4 * settings.beat_renew_interval + 2.0)
+
+
+class BeatflowScheduler(RedBeatScheduler):  # type: ignore[misc]
+    """The beat scheduler ``celery -A beatflow beat`` runs (see ``settings.celery_config``)."""
+
+    def __init__(self, app: Celery, *args: Any, **kwargs: Any) -> None:
+        from beatflow.app import settings_of
+
+        self.settings = settings_of(app)
+        super().__init__(app, *args, **kwargs)
+        self.lock_key = None  # RedBeat's own lock code stays off: the election owns the lock
+        self.loop_interval = self.settings.beat_loop_interval
+        self.instance = self.settings.instance or f"{socket.gethostname()}:{os.getpid()}"
+        self.clock = Clock(self.settings.test_clock_file)
+        self.client = redis_client(self.settings)
+        self.election = LeaderElection(
+            self.client, instance=self.instance, ttl=self.settings.beat_lock_timeout,
+            renew_every=self.settings.beat_renew_interval)
+        self.dispatcher = Dispatcher(
+            self.client, self._send, failover_grace(self.settings),
+            timedelta(seconds=self.settings.catchup_window),
+            latest_logical_date=lambda d: self._runtime().store.latest_logical_date(d),
+            paused_dag_ids=lambda: self._runtime().store.paused_dag_ids())
+        self._started = False
+        self._closed = False
+        self._leading = False
+        self._next_sync = 0.0
+        self._load_errors: tuple[str, ...] = ()
+
+    # ---------------------------------------------------------------- RedBeat overrides
+
+    def setup_schedule(self) -> None:
+        """RedBeat writes (and deletes) entries here, before any lock is held (R7): not us."""
+
+    def tick(self, *args: Any, **kwargs: Any) -> float:
+        """One loop of Celery's beat service; returns seconds to sleep. Never raises."""
+        try:
+            return self._tick()
+        except Exception:  # noqa: BLE001 - an exception here would end the beat process
+            log.exception("beat %s: tick failed; trying again", self.instance)
+            return self.loop_interval
+
+    def close(self) -> None:
+        if not self._closed:
+            self._closed = True
+            if self._started:
+                self.election.stop(release=True)
+        super().close()
+
+    @property
+    def info(self) -> str:
+        s = self.settings
+        return (f"       . redis -> {self.app.redbeat_conf.redis_url}\n"
+                f"       . lock -> lease {s.beat_lock_timeout}s renewed every "
+                f"{s.beat_renew_interval}s; loop {s.beat_loop_interval}s; "
+                f"sync every {s.schedule_sync_interval}s")
+
+    # ---------------------------------------------------------------- the loop
+
+    def _tick(self) -> float:
+        if not self._started:
+            self._start()
+        if time.monotonic() >= self._next_sync:
+            self._sync()
+        lease = self.election.lease()
+        if lease is None:
+            if self._leading:
+                self._leading = False
+            # a follower wakes as soon as the election thread gains the lock
+            self.election.gained.clear()
+            if self.election.gained.wait(self.loop_interval):
+                return 0.0
+            return 0.01
+        if not self._leading:
+            self._leading = True
+            # the specs a follower keeps loaded: write them (a new leader trusts no one else's
+            # writes) without re-importing the dags folder, which would delay the first fire
+            self._write_entries(lease[0])
+        now = self.clock.now()
+        result = self.dispatcher.fire_due(now, lease)
+        if result.fired:
+            log.info("beat %s: fired %d tick(s) (epoch %d)", self.instance, result.fired,
+                     lease[1])
+        if result.more:
+            return 0.0
+        if result.next_due is None:
+            return self.loop_interval
+        wait = result.next_due - now.timestamp()
+        return max(0.005, min(self.loop_interval, wait))
+
+    def _start(self) -> None:
+        self._started = True
+        checks.check_eviction_policy(self.client)
+        self._sync()
+        self.election.start()
+
+    def _sync(self) -> None:
+        self._next_sync = time.monotonic() + self.settings.schedule_sync_interval
+        try:
+            bag = self._runtime().reload()
+        except Exception:  # noqa: BLE001 - keep the last good specs
+            log.exception("beat %s: loading the dags folder failed", self.instance)
+            return
+        errors = tuple(str(e) for e in bag.errors)
+        if errors != self._load_errors:
+            self._load_errors = errors
+            for line in errors:
+                log.warning("beat: a DAG module does not load, its schedules are off: %s", line)
+        self.dispatcher.specs = specs_of(bag)
+        lease = self.election.lease()
+        if lease is not None:
+            self._write_entries(lease[0])
+
+    def _write_entries(self, token: str) -> None:
+        try:
+            write_entries(self.client, token, self.dispatcher.specs or {}, self.clock.now())
+        except redis.RedisError as exc:
+            log.warning("beat %s: writing schedule entries failed (%s); retrying at the next "
+                        "sync", self.instance, exc)
+            self._next_sync = time.monotonic() + self.loop_interval
+
+    def _send(self, dag_id: str, fire: Fire, epoch: int) -> None:
+        self.app.send_task(FIRE_TASK, args=[dag_id, fire.tick.isoformat(), epoch, fire.trigger],
+                           queue=self.settings.default_queue, producer=self.producer,
+                           ignore_result=True)
+        log.debug("beat: fired DAG %s tick %s (%s, epoch %d)", dag_id, fire.tick.isoformat(),
+                 fire.trigger, epoch, extra={"dag_id": dag_id})
+
+    def _runtime(self) -> Any:
+        from beatflow.execution.runtime import runtime_of
+
+        return runtime_of(self.app)
+
