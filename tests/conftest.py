@@ -18,6 +18,11 @@ def _unavailable(what: str, exc: BaseException) -> None:
     pytest.skip(f"{what} not available: {exc}")
 
 
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    for name, how in services.USED.items():
+        terminalreporter.write_line(f"{name}: {how}")
+
+
 @pytest.fixture(scope="session", autouse=True)
 def _throwaway_services() -> Iterator[None]:
     """Reap servers a killed earlier run left behind; stop every server this run started."""

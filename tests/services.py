@@ -32,6 +32,10 @@ _PG_OS_USER = "postgres"  # initdb and postgres refuse to run as root
 _FALLBACK_PG_OS_USER = "beatflow-pg"
 
 
+# What this run used, for the summary pytest prints: {"Redis": "...", "PostgreSQL": "..."}
+USED: dict[str, str] = {}
+
+
 class ServiceError(Exception):
     """Raised when a service cannot be reached or started."""
 
@@ -482,10 +486,12 @@ def ensure_redis(*, throwaway: bool | None = None) -> RedisServer:
         explicit = os.environ.get("BEATFLOW_TEST_REDIS_URL")
         url = explicit or "redis://127.0.0.1:6379/0"
         if _redis_up(url):
+            USED["Redis"] = f"running server {url}"
             return RedisServer(url=url)
         if explicit:
             raise ServiceError(f"BEATFLOW_TEST_REDIS_URL={explicit} does not answer PING")
     owned = start_redis_server()
+    USED["Redis"] = f"throwaway {owned.url} ({owned.binary})"
     return RedisServer(url=owned.url, _owned=owned)
 
 
@@ -518,8 +524,10 @@ def ensure_postgres(*, throwaway: bool | None = None) -> PostgresServer:
         )
         for url in candidates:
             if _pg_up(url):
+                USED["PostgreSQL"] = f"running server {url}"
                 return PostgresServer(admin_url=url)
         if explicit:
             raise ServiceError(f"BEATFLOW_TEST_DATABASE_URL={explicit} does not answer")
     owned = start_postgres_server()
+    USED["PostgreSQL"] = f"throwaway {owned.url} ({owned.bindir}, as {owned.os_user or 'us'})"
     return PostgresServer(admin_url=owned.url, _owned=owned)
