@@ -81,8 +81,13 @@ class Dispatcher:
                     continue
                 watermark = _parse(mark) if mark else self._from_store(dag_id)
                 if dag_id in self._paused:
+                    # catchup=True holds the watermark (the paused ticks run on unpause);
+                    # catchup=False skips them: the watermark follows the clock
+                    skip = None if spec.catchup else spec.schedule.prev_at_or_before(now)
+                    wm = "" if skip is None or (watermark and skip <= watermark) else \
+                        skip.isoformat()
                     nxt = spec.schedule.next_after(now)
-                    args += [dag_id, "", str(nxt.timestamp())]
+                    args += [dag_id, wm, str(nxt.timestamp())]
                     continue
                 plan = plan_fires(spec, watermark, now, failover_grace=self.failover_grace,
                                   catchup_window=self.catchup_window, limit=self.budget - fired)

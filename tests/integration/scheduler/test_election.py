@@ -1,0 +1,108 @@
+"""The leader election, the fenced schedule writes and the eviction-policy check, in-process
+against a real Redis."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+
+import pytest
+import redis
+
+from beatflow.dag.schedule import Schedule
+from beatflow.scheduler import keys
+from beatflow.scheduler.checks import check_eviction_policy
+from beatflow.scheduler.election import LeaderElection
+from beatflow.scheduler.plan import ScheduleSpec
+from beatflow.scheduler.sync import write_entries
+from tests import services
+from tests.procs import wait_for
+
+
+@pytest.fixture
+def client(redis_url: str) -> Iterator[redis.Redis]:
+    c = redis.Redis.from_url(redis_url, decode_responses=True, socket_timeout=1)
+    yield c
+    c.close()
+
+
+def election(client: redis.Redis, name: str) -> LeaderElection:
+    return LeaderElection(client, instance=name, ttl=1.5, renew_every=0.2)
+
+
+def test_exactly_one_of_two_replicas_leads_and_the_epoch_counts_acquisitions(
+        client: redis.Redis) -> None:
+    a, b = election(client, "a"), election(client, "b")
+    a.start()
+    b.start()
+    try:
+        assert a.is_leader() and not b.is_leader()
+        assert a.epoch == 1
+        deadline = time.monotonic() + 2.0  # several renewals: the lease never lapses
+        while time.monotonic() < deadline:
+            assert a.is_leader() != b.is_leader()
+            time.sleep(0.05)
+        assert client.get(keys.LOCK) == a.token
+    finally:
+        a.stop()
+        b.stop()
+
+
+def test_a_released_lock_is_taken_by_the_standby_within_one_renew_interval(
+        client: redis.Redis) -> None:
+    a, b = election(client, "a"), election(client, "b")
+    a.start()
+    b.start()
+    try:
+        released = time.monotonic()
+        a.stop(release=True)
+        wait_for(b.is_leader, timeout=2.0, message="b to lead")
+        assert time.monotonic() - released < 0.2 + 0.3
+        assert b.epoch == 2
+    finally:
+        b.stop()
+
+
+def test_a_leader_that_loses_the_lock_steps_down_and_keeps_competing(
+        client: redis.Redis) -> None:
+    a = election(client, "a")
+    a.start()
+    try:
+        assert a.is_leader()
+        client.set(keys.LOCK, "someone-else", px=600)  # another beat got it (e.g. a split)
+        wait_for(lambda: not a.is_leader(), timeout=2.0, message="a to step down")
+        # the thief's lease expires: a takes over again by itself, with a new epoch
+        wait_for(a.is_leader, timeout=3.0, message="a to lead again")
+        assert a.epoch == 2
+    finally:
+        a.stop()
+
+
+def test_only_the_lock_holder_writes_schedule_entries(client: redis.Redis) -> None:
+    spec = ScheduleSpec("d1", Schedule.parse(timedelta(seconds=5), Schedule().timezone), None,
+                        None, False, 1)
+    now = datetime.now(UTC)
+    client.set(keys.LOCK, "leader-token", px=5000)
+    assert not write_entries(client, "stale-token", {"d1": spec}, now).applied
+    assert client.hgetall(keys.FINGERPRINTS) == {}
+    result = write_entries(client, "leader-token", {"d1": spec}, now)
+    assert result.applied and result.written == 1
+    assert client.zscore(keys.SCHEDULE, keys.entry_key("d1")) is not None
+    again = write_entries(client, "leader-token", {"d1": spec}, now)
+    assert again.written == 0 and again.unchanged == 1  # idempotent
+    gone = write_entries(client, "leader-token", {}, now)
+    assert gone.removed == 1 and not client.exists(keys.entry_key("d1"))
+
+
+def test_an_evicting_redis_policy_is_reported_with_the_fix() -> None:
+    server = services.start_redis_server()
+    try:
+        c = redis.Redis.from_url(server.url, decode_responses=True)
+        assert check_eviction_policy(c) is None
+        c.config_set("maxmemory-policy", "allkeys-lru")
+        message = check_eviction_policy(c)
+        assert message is not None and "noeviction" in message and "allkeys-lru" in message
+        c.close()
+    finally:
+        server.close()
