@@ -129,3 +129,38 @@ def test_the_drift_check_fails_when_a_priority_list_is_missing() -> None:
         t for t in so["spec"]["triggers"] if t.get("name") != "default_p9"]}}
     with pytest.raises(AssertionError, match="drift"):
         _check_scaled_object(broken, ["default"])
+
+
+def test_the_autoscaling_bench_simulates_the_shipped_parameters() -> None:
+    import importlib.util
+    import sys
+
+    from tests.deploy.manifests import ROOT
+
+    spec = importlib.util.spec_from_file_location("bench_autoscale", ROOT / "bench" / "bench_autoscale.py")
+    assert spec is not None and spec.loader is not None
+    bench = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = bench  # dataclasses look their module up
+    try:
+        spec.loader.exec_module(bench)
+    finally:
+        del sys.modules[spec.name]
+    shipped = bench.Params()
+    for target in ("k8s/base", "helm:default"):
+        r = render(target)
+        so = next(s for s in r.of_kind("ScaledObject") if s["metadata"]["name"].endswith("-default"))
+        spec_ = so["spec"]
+        behavior = spec_["advanced"]["horizontalPodAutoscalerConfig"]["behavior"]
+        down = {p["type"]: p["value"] for p in behavior["scaleDown"]["policies"]}
+        up = {p["type"]: p["value"] for p in behavior["scaleUp"]["policies"]}
+        worker = r.named("Deployment", so["spec"]["scaleTargetRef"]["name"])
+        argv = command_line(worker["spec"]["template"]["spec"]["containers"][0])
+        assert (float(spec_["advanced"]["scalingModifiers"]["target"]), spec_["minReplicaCount"],
+                spec_["maxReplicaCount"], spec_["pollingInterval"],
+                behavior["scaleDown"]["stabilizationWindowSeconds"], down, up,
+                int(argv[argv.index("--concurrency") + 1])) == (
+            shipped.target, shipped.min_replicas, shipped.max_replicas, shipped.polling_interval,
+            shipped.scale_down_window, {"Percent": shipped.scale_down_percent,
+                                        "Pods": shipped.scale_down_pods},
+            {"Percent": shipped.scale_up_percent, "Pods": shipped.scale_up_pods},
+            shipped.concurrency), f"{target} drifted from bench/bench_autoscale.py Params()"
