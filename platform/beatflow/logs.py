@@ -4,6 +4,7 @@ celery_task_id)."""
 
 from __future__ import annotations
 
+import ast
 import contextvars
 import json
 import logging
@@ -37,7 +38,48 @@ class _CorrelationFilter(logging.Filter):
         for key, value in _CORRELATION.get().items():
             if not hasattr(record, key):
                 setattr(record, key, value)
+        data = getattr(record, "data", None)
+        if isinstance(data, dict):
+            _from_celery(record, data)
         return True
+
+
+# Celery's builtin tasks of ours whose first two arguments are (dag_id, run_id)
+_BUILTIN_WITH_RUN = ("beatflow.finish_run", "beatflow.segment")
+
+
+def _from_celery(record: logging.LogRecord, data: dict[str, Any]) -> None:
+    """Celery's own task lines (received, succeeded, failed, retry) pass the task's id, name and
+    argument repr as ``extra={"data": ...}``: turn them into the correlation ids (a DAG task is
+    named ``<dag_id>.<task_id>`` and takes the run id first) and drop the payload reprs."""
+    record.data = {k: v for k, v in data.items() if k in ("runtime", "eta")} or None
+    task_id, name = data.get("id"), data.get("name")
+    if not isinstance(task_id, str) or not isinstance(name, str):
+        return
+    args = _literal(data.get("args"))
+    ids: dict[str, Any] = {"celery_task_id": task_id}
+    if name in _BUILTIN_WITH_RUN and len(args) >= 2:
+        ids.update(dag_id=args[0], run_id=args[1])
+    elif not name.startswith(("beatflow.", "celery.")) and "." in name:
+        dag_id, _, task = name.partition(".")
+        ids.update(dag_id=dag_id, task_id=task)
+        if args and isinstance(args[0], str):
+            ids["run_id"] = args[0]
+    for key, value in ids.items():
+        if not hasattr(record, key):
+            setattr(record, key, value)
+
+
+def _literal(text: Any) -> tuple[Any, ...]:
+    if isinstance(text, tuple | list):
+        return tuple(text)
+    if not isinstance(text, str) or len(text) > 2000:
+        return ()
+    try:
+        value = ast.literal_eval(text)
+    except (ValueError, SyntaxError, MemoryError, RecursionError):
+        return ()
+    return tuple(value) if isinstance(value, tuple | list) else ()
 
 
 _STANDARD = set(logging.LogRecord("", 0, "", 0, "", (), None).__dict__) | {"message", "asctime"}
@@ -55,8 +97,10 @@ class JsonFormatter(logging.Formatter):
             "message": record.getMessage(),
         }
         for key, value in record.__dict__.items():
-            if key not in _STANDARD and not key.startswith("_"):
-                out[key] = value if isinstance(value, str | int | float | bool | None) else str(value)
+            if key in _STANDARD or key.startswith("_") or (key == "data" and value is None):
+                continue
+            plain = isinstance(value, str | int | float | bool | dict | None)
+            out[key] = value if plain else str(value)
         if record.exc_info:
             out["exc_info"] = self.formatException(record.exc_info)
         return json.dumps(out, default=str)

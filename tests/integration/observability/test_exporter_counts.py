@@ -1,0 +1,96 @@
+"""A real worker runs a DAG with one retried task and one failing task; the exporter's counters
+and gauges move by exactly the right amounts, and the per-task callbacks ran."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from beatflow.runs.lifecycle import follow_run, trigger_dag
+from tests.integration.observability.conftest import Observed
+
+pytestmark = pytest.mark.slow
+
+
+def test_a_dag_with_one_retry_and_one_failure_moves_each_counter_by_its_amount(
+    observed: Observed,
+) -> None:
+    before = observed.scrape()
+    run = trigger_dag(observed.app, "obs_counts")
+    final = follow_run(observed.app, "obs_counts", run.run_id, timeout=60)
+    assert final.state == "failed"
+
+    after = observed.wait_metric("beatflow_dag_runs_total", 1 + before.total(
+        "beatflow_dag_runs_total", dag="obs_counts"), dag="obs_counts")
+    after = observed.wait_metric("beatflow_dag_runs_by_state", 1, dag="obs_counts",
+                                 state="failed")
+
+    def moved(metric: str, /, **labels: str) -> float:
+        return after.total(metric, **labels) - before.total(metric, **labels)
+
+    # beatflow's own view: one retry then success, one final failure, one failed DAG run
+    assert moved("beatflow_task_runs_total", dag="obs_counts", task="retried_once",
+                 state="up_for_retry") == 1
+    assert moved("beatflow_task_runs_total", dag="obs_counts", task="retried_once",
+                 state="success") == 1
+    assert moved("beatflow_task_runs_total", dag="obs_counts", task="fails",
+                 state="failed") == 1
+    assert moved("beatflow_task_runs_total", dag="obs_counts") == 3
+    assert moved("beatflow_dag_runs_total", dag="obs_counts", state="failed") == 1
+    assert moved("beatflow_dag_runs_total", dag="obs_counts", state="success") == 0
+    assert moved("beatflow_dag_run_duration_seconds_count", dag="obs_counts") == 1
+    assert after.get_value("beatflow_dag_runs_by_state", dag="obs_counts", state="failed") == 1
+    assert after.get_value("beatflow_dead_letters") == 1
+    assert moved("beatflow_duplicate_deliveries_total") == 0
+
+    # Celery's view (celery-exporter's names): the retried task ran twice, once retried; the
+    # failing task "succeeded" for Celery because the wrapper recorded its failure and returned
+    name = "obs_counts.retried_once"
+    assert moved("celery_task_received_total", name=name) == 2
+    assert moved("celery_task_started_total", name=name) == 2
+    assert moved("celery_task_retried_total", name=name) == 1
+    assert moved("celery_task_succeeded_total", name=name) == 1
+    assert moved("celery_task_failed_total", name=name) == 0
+    assert moved("celery_task_succeeded_total", name="obs_counts.fails") == 1
+    assert moved("celery_task_runtime_count", name=name) == 1
+    assert moved("celery_task_sent_total", name=name) >= 2  # first send + the retry's
+    queue = observed.settings.default_queue
+    assert moved("celery_task_received_total", name=name, queue_name=queue) == 2
+
+    node = f"{observed.worker.name}@"
+    workers_up = {dict(ls)["hostname"]: v for (n, ls), v in after.items()
+                  if n == "celery_worker_up"}
+    assert [v for h, v in workers_up.items() if h.startswith(node)] == [1.0]
+    assert after.get_value("beatflow_exporter_source_up", source="events") == 1
+    assert after.get_value("beatflow_exporter_source_up", source="redis") == 1
+    assert after.get_value("beatflow_exporter_source_up", source="database") == 1
+    assert after.get_value("celery_queue_length", queue_name=queue) == 0
+
+    # per-task callbacks for users' own alerting
+    assert (observed.marks / "on_retry-retried_once").read_text() == "x"
+    assert (observed.marks / "on_failure-fails").read_text() == "x"
+    assert not (observed.marks / "on_failure-retried_once").exists()
+
+
+def test_a_log_line_from_inside_a_task_run_is_json_with_the_correlation_ids(
+    observed: Observed,
+) -> None:
+    run = trigger_dag(observed.app, "obs_counts")
+    follow_run(observed.app, "obs_counts", run.run_id, timeout=60)
+    lines = [json.loads(line) for line in observed.worker.log().splitlines()
+             if line.startswith("{") and run.run_id in line]
+    user_lines = [r for r in lines if r["message"] == "about to fail"]
+    assert len(user_lines) == 1
+    line = user_lines[0]
+    assert line["dag_id"] == "obs_counts"
+    assert line["run_id"] == run.run_id
+    assert line["task_id"] == "fails"
+    assert line["try_number"] == 1
+    assert line["celery_task_id"]
+    assert line["dedupe_key"] == f"obs_counts/{run.run_id}/fails"
+    # Celery's own line about the same task run carries the ids too
+    celery_lines = [r for r in lines if r["logger"].startswith("celery")
+                    and r.get("celery_task_id") == line["celery_task_id"]]
+    assert celery_lines, "no Celery log line carries the task's correlation ids"
+    assert all(r["run_id"] == run.run_id and r["task_id"] == "fails" for r in celery_lines)
