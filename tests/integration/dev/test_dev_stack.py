@@ -3,16 +3,21 @@ starts again, reaps what a killed run left behind, and runs one DAG to completio
 
 from __future__ import annotations
 
+import base64
 import json
 import os
+import re
 import shutil
 import signal
 import sys
+import urllib.error
+import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 
 import psutil
 import pytest
+import sqlalchemy as sa
 
 from tests.integration.dev.conftest import DevProcess, gone
 
@@ -28,7 +33,7 @@ def test_sigterm_stops_every_child_and_leaves_no_pid_file(start_dev: StartDev) -
     assert set(dev.recorded_pids()) >= CHILDREN
     children = dev.descendants()
     assert len(children) >= len(CHILDREN) + 2  # the worker's two pool processes too
-    assert "password" in dev.output and "http://127.0.0.1:" in dev.output
+    _assert_flower_asks_for_the_printed_credentials(dev.output)
 
     dev.signal(signal.SIGTERM)
 
@@ -36,6 +41,42 @@ def test_sigterm_stops_every_child_and_leaves_no_pid_file(start_dev: StartDev) -
     assert gone(children) == []
     assert dev.pid_files() == []
     assert "beatflow dev: stopped" in dev.output
+
+
+def _assert_flower_asks_for_the_printed_credentials(output: str) -> None:
+    match = re.search(r"flower\s+(http://\S+)\s+user (\S+)\s+password (\S+)", output)
+    assert match, output
+    url, user, password = match.groups()
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        urllib.request.urlopen(url, timeout=10)
+    assert refused.value.code == 401
+    token = base64.b64encode(f"{user}:{password}".encode()).decode()
+    request = urllib.request.Request(url, headers={"Authorization": f"Basic {token}"})
+    with urllib.request.urlopen(request, timeout=10) as response:
+        assert response.status == 200
+
+
+def test_given_broker_and_database_urls_are_used_instead_of_local_ones(
+    start_dev: StartDev, dev_env: dict[str, str], redis_url: str, postgres_url: str
+) -> None:
+    env = {**dev_env, "BEATFLOW_BROKER_URL": redis_url, "BEATFLOW_DATABASE_URL": postgres_url}
+    dev = start_dev("--run", "example_etl", env=env)
+
+    assert dev.wait(120) == 0, dev.output
+    assert f"broker    {redis_url}" in dev.output
+    assert "database  postgresql+psycopg://" in dev.output
+    assert not (dev.cwd / ".beatflow" / "logs" / "redis.log").exists()
+    engine = sa.create_engine(postgres_url)
+    try:
+        with engine.connect() as conn:
+            states = (
+                conn.execute(sa.text("select state from dag_runs where trigger = 'manual'"))
+                .scalars()
+                .all()
+            )
+    finally:
+        engine.dispose()
+    assert states == ["success"]
 
 
 def test_a_second_start_after_a_clean_stop_works(start_dev: StartDev) -> None:
