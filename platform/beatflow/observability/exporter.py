@@ -121,6 +121,7 @@ class Exporter:
 
     def _loop(self, interval: float, poll: Callable[[], None], source: str) -> None:
         up = self.metrics.source_up.labels(source=source)
+        polls = self.metrics.polls.labels(source=source)
         down_since: float | None = None
         last_log = 0.0
         while not self._stop.is_set():
@@ -131,6 +132,7 @@ class Exporter:
                              extra={"event": "source_up", "source": source})
                 down_since = None
                 up.set(1)
+                polls.inc()
             except Exception as exc:  # noqa: BLE001 - a blip must never end the exporter
                 up.set(0)
                 now = time.monotonic()

@@ -110,6 +110,10 @@ class Metrics:
             "1 while the exporter can read this source (events, redis, database).",
             ["source"], registry=r,
         )
+        self.polls = Counter(
+            "beatflow_exporter_polls", "Completed polls of a source (redis, database).",
+            ["source"], registry=r,
+        )
         self.events_seen = Counter(
             "beatflow_exporter_events", "Celery events processed by the exporter.", registry=r,
         )
