@@ -82,17 +82,29 @@ class Result:
 def steady_trace(seed: int = 7, tasks: int = 1200, window: int = 600) -> list[Task]:
     """``tasks`` tasks of 1-10 s arriving evenly over ``window`` seconds (about 3 pods of work)."""
     rng = random.Random(seed)
-    out = [Task(int(rng.uniform(0, window)), rng.randint(1, 10),
-                rng.choice((3, 6, 9)) if rng.random() < 0.25 else 0) for _ in range(tasks)]
+    out = [
+        Task(
+            int(rng.uniform(0, window)),
+            rng.randint(1, 10),
+            rng.choice((3, 6, 9)) if rng.random() < 0.25 else 0,
+        )
+        for _ in range(tasks)
+    ]
     return sorted(out, key=lambda t: t.arrival)
 
 
 def cron_trace(seed: int = 7, every: int = 300, cycles: int = 6, tasks: int = 400) -> list[Task]:
-    """A DAG fired by cron: ``tasks`` tasks within 10 s every ``every`` seconds, ``cycles`` times."""
+    """A DAG fired by cron: ``tasks`` tasks within 10 s every ``every`` s, ``cycles`` times."""
     rng = random.Random(seed)
-    out = [Task(c * every + int(rng.uniform(0, 10)), rng.randint(1, 10),
-                rng.choice((3, 6, 9)) if rng.random() < 0.25 else 0)
-           for c in range(cycles) for _ in range(tasks)]
+    out = [
+        Task(
+            c * every + int(rng.uniform(0, 10)),
+            rng.randint(1, 10),
+            rng.choice((3, 6, 9)) if rng.random() < 0.25 else 0,
+        )
+        for c in range(cycles)
+        for _ in range(tasks)
+    ]
     return sorted(out, key=lambda t: t.arrival)
 
 
@@ -115,7 +127,7 @@ def simulate(p: Params, trace: Iterable[Task], horizon: int = 7200) -> Result:
     queue: deque[Task] = deque()
     pods = [Pod(created=-3600, ready_at=-3600) for _ in range(p.min_replicas)]
     recommendations: deque[tuple[int, int]] = deque()
-    last_down = -10**9
+    last_down = -(10**9)
     metric = 0.0
     finished = 0
     waits: list[int] = []
@@ -130,7 +142,9 @@ def simulate(p: Params, trace: Iterable[Task], horizon: int = 7200) -> Result:
             pod.running = [r for r in pod.running if r[0] > t]
             if t < pod.ready_at:
                 continue
-            while len(pod.running) < p.concurrency and (pod.reserved or (queue and not pod.terminating)):
+            while len(pod.running) < p.concurrency and (
+                pod.reserved or (queue and not pod.terminating)
+            ):
                 task = pod.reserved.popleft() if pod.reserved else queue.popleft()
                 waits.append(t - task.arrival)
                 pod.running.append((t + task.duration, task))
@@ -143,8 +157,9 @@ def simulate(p: Params, trace: Iterable[Task], horizon: int = 7200) -> Result:
         running = sum(len(pod.running) for pod in pods)
         if t % p.polling_interval == 0:
             visible = [task for task in queue if p.count_priority_lists or task.priority == 0]
-            metric = len(visible) + (running + sum(len(x.reserved) for x in pods)
-                                     if p.count_running else 0)
+            metric = len(visible) + (
+                running + sum(len(x.reserved) for x in pods) if p.count_running else 0
+            )
         if t % p.hpa_sync == 0 and t > 0:
             desired = _desired(p, len(active), metric, running)
             recommendations.append((t, desired))
@@ -158,10 +173,12 @@ def simulate(p: Params, trace: Iterable[Task], horizon: int = 7200) -> Result:
             else:
                 stable = max(d for _, d in recommendations)
                 if stable < current and t - last_down >= 60:
-                    allowed = max(p.scale_down_pods,
-                                  math.ceil(current * p.scale_down_percent / 100))
-                    victims = sorted(active, key=lambda x: x.created)[-min(
-                        allowed, current - stable):]
+                    allowed = max(
+                        p.scale_down_pods, math.ceil(current * p.scale_down_percent / 100)
+                    )
+                    victims = sorted(active, key=lambda x: x.created)[
+                        -min(allowed, current - stable) :
+                    ]
                     for pod in victims:
                         pod.terminating = True
                         queue.extendleft(reversed(pod.reserved))
@@ -213,8 +230,10 @@ def variants(shipped: Params) -> list[Params]:
 
 
 def table(results: list[Result]) -> str:
-    head = (f"{'variant':<17}{'peak':>5}{'drained s':>10}{'done s':>8}{'p50 wait':>9}"
-            f"{'p95 wait':>9}{'replica-s 2h':>13}{'settled s':>10}")
+    head = (
+        f"{'variant':<17}{'peak':>5}{'drained s':>10}{'done s':>8}{'p50 wait':>9}"
+        f"{'p95 wait':>9}{'replica-s 2h':>13}{'settled s':>10}"
+    )
     rows = [head, "-" * len(head)]
     for r in results:
         rows.append(
@@ -238,17 +257,24 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=7)
     args = parser.parse_args()
     shipped = Params()
-    print(f"shipped: target {shipped.target:g}/replica, {shipped.min_replicas}-"
-          f"{shipped.max_replicas} replicas, scale-down window {shipped.scale_down_window} s, "
-          f"down max({shipped.scale_down_pods} pods, {shipped.scale_down_percent} %)/60 s; "
-          f"concurrency {shipped.concurrency}, pods start in {shipped.pod_start_delay} s")
-    traces = (("burst", bursty_trace(args.seed)), ("steady", steady_trace(args.seed)),
-              ("cron", cron_trace(args.seed)))
+    print(
+        f"shipped: target {shipped.target:g}/replica, {shipped.min_replicas}-"
+        f"{shipped.max_replicas} replicas, scale-down window {shipped.scale_down_window} s, "
+        f"down max({shipped.scale_down_pods} pods, {shipped.scale_down_percent} %)/60 s; "
+        f"concurrency {shipped.concurrency}, pods start in {shipped.pod_start_delay} s"
+    )
+    traces = (
+        ("burst", bursty_trace(args.seed)),
+        ("steady", steady_trace(args.seed)),
+        ("cron", cron_trace(args.seed)),
+    )
     for label, trace in traces:
         work = sum(t.duration for t in trace)
         span = max(t.arrival for t in trace) + 1
-        print(f"\n{label}: {len(trace)} tasks of 1-10 s ({work} task-seconds) arriving in "
-              f"{span} s, seed {args.seed}")
+        print(
+            f"\n{label}: {len(trace)} tasks of 1-10 s ({work} task-seconds) arriving in "
+            f"{span} s, seed {args.seed}"
+        )
         if args.timeline:
             print(timeline(simulate(shipped, trace)))
         else:

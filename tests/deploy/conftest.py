@@ -21,7 +21,12 @@ def _require(what: str, reason: str) -> None:
 def k8s_tools() -> None:
     """kubectl and helm in .tools/bin, fetched once (deploy/tools.sh is idempotent)."""
     if not ((TOOLS / "kubectl").exists() and (TOOLS / "helm").exists()):
-        proc = subprocess.run(["bash", str(ROOT / "deploy" / "tools.sh")], capture_output=True,
-                              text=True, timeout=300, cwd=ROOT)
+        proc = subprocess.run(
+            ["bash", str(ROOT / "deploy" / "tools.sh")],
+            capture_output=True,
+            text=True,
+            timeout=300,
+            cwd=ROOT,
+        )
         if proc.returncode != 0:
             _require("kubectl/helm", f"deploy/tools.sh failed: {proc.stderr.strip()[-500:]}")

@@ -9,5 +9,9 @@ from beatflow.settings import Settings
 
 settings = Settings.from_env()
 app = Celery("beatflow-health-test", broker=settings.broker_url, set_as_current=False)
-app.conf.update(broker_connection_retry_on_startup=True, worker_hijack_root_logger=False,
-                beat_schedule={}, timezone="UTC")
+app.conf.update(
+    broker_connection_retry_on_startup=True,
+    worker_hijack_root_logger=False,
+    beat_schedule={},
+    timezone="UTC",
+)

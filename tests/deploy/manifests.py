@@ -20,8 +20,12 @@ CHART = ROOT / "helm" / "beatflow"
 SHARED_SCHEMAS = ROOT.parent / "shared" / "schemas"
 KUSTOMIZE_TARGETS = ("k8s/base", "k8s/overlays/dev", "k8s/overlays/prod")
 HELM_VALUE_SETS = ("default", *sorted(p.name for p in (CHART / "ci").glob("*.yaml")))
-POD_KINDS = {"Deployment": ("spec", "template"), "StatefulSet": ("spec", "template"),
-             "Job": ("spec", "template"), "DaemonSet": ("spec", "template")}
+POD_KINDS = {
+    "Deployment": ("spec", "template"),
+    "StatefulSet": ("spec", "template"),
+    "Job": ("spec", "template"),
+    "DaemonSet": ("spec", "template"),
+}
 
 Obj = dict[str, Any]
 
@@ -62,9 +66,15 @@ def tool(name: str) -> str:
 
 
 def run(argv: Sequence[str], *, check: bool = True) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "HELM_CACHE_HOME": "/tmp/beatflow-helm/cache",
-           "HELM_CONFIG_HOME": "/tmp/beatflow-helm/config", "HELM_DATA_HOME": "/tmp/beatflow-helm/data"}
-    proc = subprocess.run(list(argv), capture_output=True, text=True, timeout=120, env=env, cwd=ROOT)
+    env = {
+        **os.environ,
+        "HELM_CACHE_HOME": "/tmp/beatflow-helm/cache",
+        "HELM_CONFIG_HOME": "/tmp/beatflow-helm/config",
+        "HELM_DATA_HOME": "/tmp/beatflow-helm/data",
+    }
+    proc = subprocess.run(
+        list(argv), capture_output=True, text=True, timeout=120, env=env, cwd=ROOT
+    )
     if check and proc.returncode != 0:
         raise RenderError(f"{shlex.join(argv)} failed ({proc.returncode}):\n{proc.stderr}")
     return proc

@@ -19,8 +19,11 @@ from beatflow.deploy.rules import RULES
 from tests.deploy.manifests import ROOT
 
 COMPOSE = ROOT / "docker-compose.yml"
-SECRETS = {"REDIS_PASSWORD": "r" * 24, "POSTGRES_PASSWORD": "p" * 24,
-           "BEATFLOW_FLOWER_PASSWORD": "f" * 24}
+SECRETS = {
+    "REDIS_PASSWORD": "r" * 24,
+    "POSTGRES_PASSWORD": "p" * 24,
+    "BEATFLOW_FLOWER_PASSWORD": "f" * 24,
+}
 BEATFLOW_SERVICES = ("migrate", "worker", "beat-1", "beat-2", "flower", "exporter")
 
 
@@ -38,8 +41,13 @@ def compose() -> dict[str, Any]:
 def docker_compose() -> str:
     found = shutil.which("docker-compose")
     if found is None:
-        subprocess.run(["bash", str(ROOT / "deploy" / "tools.sh")], capture_output=True, cwd=ROOT,
-                       timeout=600, check=False)
+        subprocess.run(
+            ["bash", str(ROOT / "deploy" / "tools.sh")],
+            capture_output=True,
+            cwd=ROOT,
+            timeout=600,
+            check=False,
+        )
         found = shutil.which("docker-compose")
     if found is None:
         if _in_ci():
@@ -48,21 +56,40 @@ def docker_compose() -> str:
     return found
 
 
-def _config(docker_compose: str, env: dict[str, str], tmp_path: Path) -> subprocess.CompletedProcess[str]:
+def _config(
+    docker_compose: str, env: dict[str, str], tmp_path: Path
+) -> subprocess.CompletedProcess[str]:
     env_file = tmp_path / "empty.env"
     env_file.write_text("")
     clean = {k: v for k, v in os.environ.items() if k not in SECRETS}
     return subprocess.run(
-        [docker_compose, "--project-directory", str(ROOT), "-f", str(COMPOSE),
-         "--env-file", str(env_file), "config"],
-        capture_output=True, text=True, timeout=60, env={**clean, **env}, check=False,
+        [
+            docker_compose,
+            "--project-directory",
+            str(ROOT),
+            "-f",
+            str(COMPOSE),
+            "--env-file",
+            str(env_file),
+            "config",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**clean, **env},
+        check=False,
     )
 
 
 def test_the_compose_file_matches_the_compose_spec_schema() -> None:
     exe = shutil.which("check-jsonschema") or str(Path(sys.executable).parent / "check-jsonschema")
-    proc = subprocess.run([exe, "--builtin-schema", "vendor.compose-spec", str(COMPOSE)],
-                          capture_output=True, text=True, timeout=60, check=False)
+    proc = subprocess.run(
+        [exe, "--builtin-schema", "vendor.compose-spec", str(COMPOSE)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
@@ -90,7 +117,8 @@ def test_compose_refuses_to_start_while_a_password_is_unset(
 def test_env_example_documents_every_required_variable_with_no_value() -> None:
     required = set(re.findall(r"\$\{(\w+):\?", COMPOSE.read_text()))
     example = dict(
-        line.split("=", 1) for line in (ROOT / ".env.example").read_text().splitlines()
+        line.split("=", 1)
+        for line in (ROOT / ".env.example").read_text().splitlines()
         if line and not line.startswith("#")
     )
     assert required == set(SECRETS)
@@ -114,7 +142,7 @@ def test_beatflow_containers_are_hardened_and_limited(compose: dict[str, Any]) -
 
 
 def test_long_running_services_have_health_checks_and_start_in_order(
-    compose: dict[str, Any]
+    compose: dict[str, Any],
 ) -> None:
     services = compose["services"]
     for name, svc in services.items():
@@ -144,8 +172,11 @@ def test_two_beats_and_a_worker_that_scales(compose: dict[str, Any]) -> None:
     worker = services["worker"]
     assert "container_name" not in worker and "ports" not in worker
     assert "-B" not in worker["command"] and "--beat" not in worker["command"]
-    shutdown = next(float(a.split("=")[1]) for a in worker["command"]
-                    if a.startswith("worker.soft_shutdown_timeout="))
+    shutdown = next(
+        float(a.split("=")[1])
+        for a in worker["command"]
+        if a.startswith("worker.soft_shutdown_timeout=")
+    )
     assert int(worker["stop_grace_period"].rstrip("s")) >= shutdown + 15
     assert worker["environment"]["REMAP_SIGTERM"] == "SIGQUIT"
 
@@ -165,6 +196,7 @@ def test_prometheus_loads_the_one_alert_rules_file(compose: dict[str, Any]) -> N
     config = yaml.safe_load((ROOT / "deploy" / "prometheus" / "prometheus.yml").read_text())
     assert config["rule_files"] == ["/etc/prometheus/rules/*.yml"]
     assert RULES.name.endswith(".yml") and (ROOT / RULES).exists()
-    targets = [t for job in config["scrape_configs"] for sc in job["static_configs"]
-               for t in sc["targets"]]
+    targets = [
+        t for job in config["scrape_configs"] for sc in job["static_configs"] for t in sc["targets"]
+    ]
     assert "exporter:9808" in targets

@@ -46,8 +46,11 @@ def test_the_health_check_uses_the_cheap_local_probe() -> None:
 
 
 def test_the_build_context_holds_only_what_the_image_needs() -> None:
-    lines = [ln for ln in (ROOT / ".dockerignore").read_text().splitlines()
-             if ln and not ln.startswith("#")]
+    lines = [
+        ln
+        for ln in (ROOT / ".dockerignore").read_text().splitlines()
+        if ln and not ln.startswith("#")
+    ]
     assert lines[0] == "*"
     allowed = {ln[1:].rstrip("/") for ln in lines if ln.startswith("!")}
     assert allowed == {"pyproject.toml", "README.md", "platform", "dags"}

@@ -26,11 +26,20 @@ def _env(broker: str) -> dict[str, str]:
 
 
 def health(broker: str, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([str(BIN / "beatflow"), "health", *args], capture_output=True,
-                          text=True, timeout=60, env=_env(broker), cwd=ROOT, check=False)
+    return subprocess.run(
+        [str(BIN / "beatflow"), "health", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=_env(broker),
+        cwd=ROOT,
+        check=False,
+    )
 
 
-def wait_healthy(broker: str, *args: str, deadline: float = 45.0) -> subprocess.CompletedProcess[str]:
+def wait_healthy(
+    broker: str, *args: str, deadline: float = 45.0
+) -> subprocess.CompletedProcess[str]:
     end = time.monotonic() + deadline
     while True:
         proc = health(broker, *args)
@@ -44,14 +53,31 @@ def celery_process(redis_url: str, tmp_path: Path) -> Iterator[tuple[str, str]]:
     procs: list[subprocess.Popen[bytes]] = []
 
     def start(*argv: str) -> None:
-        procs.append(subprocess.Popen(
-            [str(BIN / "celery"), "-A", "tests.deploy.health_app", *argv],
-            env=_env(redis_url), cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-        ))
+        procs.append(
+            subprocess.Popen(
+                [str(BIN / "celery"), "-A", "tests.deploy.health_app", *argv],
+                env=_env(redis_url),
+                cwd=ROOT,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
+        )
 
     node = f"celery@probe-{uuid.uuid4().hex[:8]}"
-    start("worker", "-n", node, "--pool", "solo", "-Q", f"health-{node[-8:]}", "-l", "warning",
-          "--", "worker.soft_shutdown_timeout=5", "worker.enable_soft_shutdown_on_idle=true")
+    start(
+        "worker",
+        "-n",
+        node,
+        "--pool",
+        "solo",
+        "-Q",
+        f"health-{node[-8:]}",
+        "-l",
+        "warning",
+        "--",
+        "worker.soft_shutdown_timeout=5",
+        "worker.enable_soft_shutdown_on_idle=true",
+    )
     start("beat", "-l", "warning", "--schedule", str(tmp_path / "celerybeat-schedule"))
     yield redis_url, node
     for proc in procs:
@@ -66,7 +92,7 @@ def celery_process(redis_url: str, tmp_path: Path) -> Iterator[tuple[str, str]]:
 
 @pytest.mark.slow
 def test_worker_probe_answers_for_its_own_node_and_not_for_another(
-    celery_process: tuple[str, str]
+    celery_process: tuple[str, str],
 ) -> None:
     broker, node = celery_process
     proc = wait_healthy(broker, "worker", "--node", node, "--timeout", "2")
@@ -74,7 +100,10 @@ def test_worker_probe_answers_for_its_own_node_and_not_for_another(
     assert proc.stdout.strip() == f"healthy: worker {node} answered ping"
     other = health(broker, "worker", "--node", "celery@nobody-here", "--timeout", "1")
     assert other.returncode == 1
-    assert other.stdout.strip() == "unhealthy: worker celery@nobody-here did not answer a ping within 1s"
+    assert (
+        other.stdout.strip()
+        == "unhealthy: worker celery@nobody-here did not answer a ping within 1s"
+    )
 
 
 @pytest.mark.slow
@@ -98,18 +127,45 @@ def test_an_unreachable_redis_fails_every_redis_probe_fast() -> None:
 
 def test_exporter_and_flower_probes_fail_when_nothing_listens(redis_url: str) -> None:
     env_port = "1"
-    proc = subprocess.run([str(BIN / "beatflow"), "health", "flower", "--timeout", "1"],
-                          capture_output=True, text=True, timeout=60, cwd=ROOT, check=False,
-                          env={**_env(redis_url), "BEATFLOW_FLOWER_PORT": env_port})
+    proc = subprocess.run(
+        [str(BIN / "beatflow"), "health", "flower", "--timeout", "1"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=ROOT,
+        check=False,
+        env={**_env(redis_url), "BEATFLOW_FLOWER_PORT": env_port},
+    )
     assert proc.returncode == 1
-    assert proc.stdout.startswith("unhealthy: flower at http://127.0.0.1:1/healthcheck did not answer")
+    assert proc.stdout.startswith(
+        "unhealthy: flower at http://127.0.0.1:1/healthcheck did not answer"
+    )
 
 
 def test_auto_tells_the_process_from_the_container_command_line() -> None:
-    assert detect_process(iter([["/opt/beatflow/bin/celery", "-A", "beatflow", "worker", "-l",
-                                 "info"]])) == "worker"
-    assert detect_process(iter([["tini", "--"], ["/opt/beatflow/bin/python",
-                                 "/opt/beatflow/bin/celery", "-A", "beatflow", "beat"]])) == "beat"
+    assert (
+        detect_process(
+            iter([["/opt/beatflow/bin/celery", "-A", "beatflow", "worker", "-l", "info"]])
+        )
+        == "worker"
+    )
+    assert (
+        detect_process(
+            iter(
+                [
+                    ["tini", "--"],
+                    [
+                        "/opt/beatflow/bin/python",
+                        "/opt/beatflow/bin/celery",
+                        "-A",
+                        "beatflow",
+                        "beat",
+                    ],
+                ]
+            )
+        )
+        == "beat"
+    )
     assert detect_process(iter([["/opt/beatflow/bin/beatflow", "exporter"]])) == "exporter"
     assert detect_process(iter([["celery", "-A", "beatflow", "flower", "--port=5555"]])) == "flower"
     with pytest.raises(Unhealthy, match="name it"):

@@ -26,14 +26,17 @@ pytestmark = pytest.mark.usefixtures("k8s_tools")
 
 
 def _label(o: Obj) -> str:
-    return f'{o["kind"]}/{o["metadata"]["name"]}'
+    return f"{o['kind']}/{o['metadata']['name']}"
 
 
 def differences(original: Any, dumped: Any, path: str = "") -> list[str]:
     """Where ``dumped`` differs from ``original``: lost fields, added fields, changed values."""
     if isinstance(original, dict) and isinstance(dumped, dict):
-        out = [f"{path}/{k}: dropped by the model (unknown field?)" for k in original
-               if k not in dumped]
+        out = [
+            f"{path}/{k}: dropped by the model (unknown field?)"
+            for k in original
+            if k not in dumped
+        ]
         out += [f"{path}/{k}: added by the model" for k in dumped if k not in original]
         for key in original.keys() & dumped.keys():
             out += differences(original[key], dumped[key], f"{path}/{key}")
@@ -41,8 +44,11 @@ def differences(original: Any, dumped: Any, path: str = "") -> list[str]:
     if isinstance(original, list) and isinstance(dumped, list):
         if len(original) != len(dumped):
             return [f"{path}: {len(original)} items became {len(dumped)}"]
-        return [d for i, (a, b) in enumerate(zip(original, dumped, strict=True))
-                for d in differences(a, b, f"{path}/{i}")]
+        return [
+            d
+            for i, (a, b) in enumerate(zip(original, dumped, strict=True))
+            for d in differences(a, b, f"{path}/{i}")
+        ]
     return [] if original == dumped else [f"{path}: {original!r} became {dumped!r}"]
 
 
@@ -105,9 +111,17 @@ def test_the_round_trip_check_catches_a_misspelt_field() -> None:
     from cloudcoil.resources import parse
 
     obj = {
-        "apiVersion": "keda.sh/v1alpha1", "kind": "ScaledObject", "metadata": {"name": "x"},
-        "spec": {"scaleTargetRef": {"name": "x"}, "maxReplicaCount": 3,
-                 "cooldownPeriods": 10, "triggers": [{"type": "cpu", "metadata": {"value": "1"}}]},
+        "apiVersion": "keda.sh/v1alpha1",
+        "kind": "ScaledObject",
+        "metadata": {"name": "x"},
+        "spec": {
+            "scaleTargetRef": {"name": "x"},
+            "maxReplicaCount": 3,
+            "cooldownPeriods": 10,
+            "triggers": [{"type": "cpu", "metadata": {"value": "1"}}],
+        },
     }
     dumped = parse(obj).model_dump(mode="json", by_alias=True, exclude_none=True)
-    assert differences(obj, dumped) == ["/spec/cooldownPeriods: dropped by the model (unknown field?)"]
+    assert differences(obj, dumped) == [
+        "/spec/cooldownPeriods: dropped by the model (unknown field?)"
+    ]

@@ -37,7 +37,7 @@ def test_every_container_runs_non_root_on_a_read_only_root_with_no_privileges(ta
         pod_ctx = pod.get("securityContext", {})
         for c in containers(obj):
             ctx = c.get("securityContext", {})
-            where = f'{obj["kind"]}/{obj["metadata"]["name"]}/{c["name"]}'
+            where = f"{obj['kind']}/{obj['metadata']['name']}/{c['name']}"
             if not (ctx.get("runAsNonRoot") or pod_ctx.get("runAsNonRoot")):
                 problems.append(f"{where}: runAsNonRoot is not true")
             if ctx.get("runAsUser", pod_ctx.get("runAsUser")) in (None, 0):
@@ -49,7 +49,7 @@ def test_every_container_runs_non_root_on_a_read_only_root_with_no_privileges(ta
             if "ALL" not in ctx.get("capabilities", {}).get("drop", []):
                 problems.append(f"{where}: capabilities not all dropped")
         if pod.get("automountServiceAccountToken") is not False:
-            problems.append(f'{obj["kind"]}/{obj["metadata"]["name"]}: mounts a service token')
+            problems.append(f"{obj['kind']}/{obj['metadata']['name']}: mounts a service token")
     assert not problems, "\n".join(problems)
 
 
@@ -62,7 +62,7 @@ def test_every_container_has_cpu_and_memory_requests_and_limits(target: str) -> 
             for kind in ("requests", "limits"):
                 missing = {"cpu", "memory"} - set(res.get(kind, {}))
                 if missing:
-                    problems.append(f'{obj["metadata"]["name"]}/{c["name"]}: no {kind} {missing}')
+                    problems.append(f"{obj['metadata']['name']}/{c['name']}: no {kind} {missing}")
     assert not problems, "\n".join(problems)
 
 
@@ -72,11 +72,13 @@ def test_every_long_running_container_has_a_liveness_probe(target: str) -> None:
         if obj["kind"] == "Job":
             continue
         for c in containers(obj):
-            assert "livenessProbe" in c, f'{obj["metadata"]["name"]}/{c["name"]} has no probe'
+            assert "livenessProbe" in c, f"{obj['metadata']['name']}/{c['name']} has no probe"
 
 
 @pytest.mark.parametrize("target", TARGETS)
-def test_the_beat_runs_two_replicas_on_different_nodes_under_a_disruption_budget(target: str) -> None:
+def test_the_beat_runs_two_replicas_on_different_nodes_under_a_disruption_budget(
+    target: str,
+) -> None:
     r = render(target)
     beats = [o for o in r.of_kind("Deployment") if component(o) == "beat"]
     assert len(beats) == 1, f"{target}: expected one beat Deployment"
@@ -84,7 +86,8 @@ def test_the_beat_runs_two_replicas_on_different_nodes_under_a_disruption_budget
     assert beat["spec"]["replicas"] >= 2
     anti = (pod_spec(beat) or {}).get("affinity", {}).get("podAntiAffinity", {})
     terms = anti.get("requiredDuringSchedulingIgnoredDuringExecution", []) + [
-        t["podAffinityTerm"] for t in anti.get("preferredDuringSchedulingIgnoredDuringExecution", [])
+        t["podAffinityTerm"]
+        for t in anti.get("preferredDuringSchedulingIgnoredDuringExecution", [])
     ]
     pod_labels = beat["spec"]["template"]["metadata"]["labels"]
     assert any(
@@ -92,8 +95,11 @@ def test_the_beat_runs_two_replicas_on_different_nodes_under_a_disruption_budget
         and t["labelSelector"]["matchLabels"].items() <= pod_labels.items()
         for t in terms
     ), f"{target}: beat pods have no hostname anti-affinity against each other"
-    pdbs = [p for p in r.of_kind("PodDisruptionBudget")
-            if p["spec"]["selector"]["matchLabels"].items() <= pod_labels.items()]
+    pdbs = [
+        p
+        for p in r.of_kind("PodDisruptionBudget")
+        if p["spec"]["selector"]["matchLabels"].items() <= pod_labels.items()
+    ]
     assert len(pdbs) == 1, f"{target}: no PodDisruptionBudget covers the beat pods"
     assert pdbs[0]["spec"].get("minAvailable", 0) >= 1
 
@@ -104,7 +110,7 @@ def test_no_worker_runs_an_embedded_beat(target: str) -> None:
         for c in containers(obj):
             argv = command_line(c)
             if "worker" in argv:
-                assert not {"-B", "--beat"} & set(argv), f'{obj["metadata"]["name"]} runs -B'
+                assert not {"-B", "--beat"} & set(argv), f"{obj['metadata']['name']} runs -B"
                 assert not any(a.startswith("-B") and len(a) > 2 and a[2] != "-" for a in argv)
 
 
@@ -131,7 +137,9 @@ def test_flower_never_runs_without_authentication(target: str) -> None:
         argv = command_line(c)
         auth = [a for a in argv if a.startswith(("--basic-auth=", "--basic_auth=", "--auth="))]
         assert auth, f"{obj['metadata']['name']}: Flower without --basic-auth"
-        secret_env = {e["name"] for e in c.get("env", []) if "secretKeyRef" in e.get("valueFrom", {})}
+        secret_env = {
+            e["name"] for e in c.get("env", []) if "secretKeyRef" in e.get("valueFrom", {})
+        }
         assert "BEATFLOW_FLOWER_PASSWORD" in secret_env, "Flower's password must come from a Secret"
         assert "$(BEATFLOW_FLOWER_PASSWORD)" in auth[0]
         assert "FLOWER_UNAUTHENTICATED_API" not in _env(c)
@@ -148,14 +156,17 @@ def test_worker_shutdown_outlasts_the_tasks_it_waits_for(target: str) -> None:
         env = {**config, **_env(c)}
         soft, hard = int(env["BEATFLOW_TASK_SOFT_TIME_LIMIT"]), int(env["BEATFLOW_TASK_TIME_LIMIT"])
         argv = command_line(c)
-        shutdown = next(float(a.split("=", 1)[1]) for a in argv
-                        if a.startswith("worker.soft_shutdown_timeout="))
+        shutdown = next(
+            float(a.split("=", 1)[1]) for a in argv if a.startswith("worker.soft_shutdown_timeout=")
+        )
         grace = (pod_spec(obj) or {})["terminationGracePeriodSeconds"]
         name = obj["metadata"]["name"]
         assert env.get("REMAP_SIGTERM") == "SIGQUIT", f"{name}: SIGTERM skips the soft shutdown"
         assert soft < hard <= shutdown, f"{name}: soft shutdown {shutdown}s < time limit {hard}s"
         assert grace >= shutdown + 15 > soft + 15, f"{name}: grace {grace}s cuts the shutdown short"
-        assert int(config["BEATFLOW_VISIBILITY_TIMEOUT"]) > hard, f"{name}: redelivered while running"
+        assert int(config["BEATFLOW_VISIBILITY_TIMEOUT"]) > hard, (
+            f"{name}: redelivered while running"
+        )
 
 
 @pytest.mark.parametrize("target", TARGETS)
@@ -174,21 +185,35 @@ def test_long_task_workers_do_not_prefetch(target: str) -> None:
 def test_ingress_to_beatflow_pods_is_denied_unless_allowed(target: str) -> None:
     r = render(target)
     policies = r.of_kind("NetworkPolicy")
-    deny = [p for p in policies if p["spec"]["policyTypes"] == ["Ingress"]
-            and "ingress" not in p["spec"]
-            and p["spec"]["podSelector"]["matchLabels"].get("app.kubernetes.io/name") == "beatflow"]
+    deny = [
+        p
+        for p in policies
+        if p["spec"]["policyTypes"] == ["Ingress"]
+        and "ingress" not in p["spec"]
+        and p["spec"]["podSelector"]["matchLabels"].get("app.kubernetes.io/name") == "beatflow"
+    ]
     assert deny, f"{target}: no default-deny ingress policy for beatflow pods"
 
 
 def test_in_cluster_redis_and_postgres_admit_only_labelled_clients() -> None:
     r = render("k8s/overlays/dev")
-    for server, label, port in (("redis", "beatflow.io/redis-client", 6379),
-                                ("postgres", "beatflow.io/postgres-client", 5432)):
+    for server, label, port in (
+        ("redis", "beatflow.io/redis-client", 6379),
+        ("postgres", "beatflow.io/postgres-client", 5432),
+    ):
         policy = r.named("NetworkPolicy", f"beatflow-{server}")
         (rule,) = policy["spec"]["ingress"]
         assert rule["from"] == [{"podSelector": {"matchLabels": {label: "true"}}}]
         assert rule["ports"] == [{"port": port, "protocol": "TCP"}]
-    clients = {o["metadata"]["name"] for o in _pods(r)
-               if o["spec"]["template"]["metadata"]["labels"].get("beatflow.io/redis-client")}
-    assert clients == {"beatflow-worker-default", "beatflow-worker-long", "beatflow-beat",
-                       "beatflow-flower", "beatflow-exporter"}
+    clients = {
+        o["metadata"]["name"]
+        for o in _pods(r)
+        if o["spec"]["template"]["metadata"]["labels"].get("beatflow.io/redis-client")
+    }
+    assert clients == {
+        "beatflow-worker-default",
+        "beatflow-worker-long",
+        "beatflow-beat",
+        "beatflow-flower",
+        "beatflow-exporter",
+    }

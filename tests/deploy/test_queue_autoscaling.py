@@ -10,7 +10,15 @@ import pytest
 import yaml
 
 from beatflow.deploy.queues import broker_keys, broker_lists, scaling_formula
-from tests.deploy.manifests import CHART, Obj, Rendered, all_targets, command_line, component, render
+from tests.deploy.manifests import (
+    CHART,
+    Obj,
+    Rendered,
+    all_targets,
+    command_line,
+    component,
+    render,
+)
 
 pytestmark = pytest.mark.usefixtures("k8s_tools")
 TARGETS = all_targets()
@@ -24,7 +32,7 @@ def worker_queues(r: Rendered) -> dict[str, list[str]]:
         if component(obj) != "worker":
             continue
         argv = command_line(obj["spec"]["template"]["spec"]["containers"][0])
-        assert "worker" in argv and "-Q" in argv, f'{obj["metadata"]["name"]}: no -Q'
+        assert "worker" in argv and "-Q" in argv, f"{obj['metadata']['name']}: no -Q"
         out[obj["metadata"]["name"]] = argv[argv.index("-Q") + 1].split(",")
     return out
 
@@ -68,15 +76,17 @@ def _check_scaled_object(so: Obj, queues: list[str]) -> None:
     assert sorted(t["metadata"]["listName"] for t in redis) == sorted(broker_keys(queues)), (
         f"{name}: redis triggers drift from the queues' lists {broker_keys(queues)!r}"
     )
-    assert {t["name"] for t in redis} == {lst.trigger_name for q in queues for lst in broker_lists(q)}
+    assert {t["name"] for t in redis} == {
+        lst.trigger_name for q in queues for lst in broker_lists(q)
+    }
     modifiers = spec["advanced"]["scalingModifiers"]
     assert float(modifiers["target"]) > 0
     assert modifiers.get("metricType", "AverageValue") != "Utilization"
     # The formula adds every list: a message at any priority counts once.
     values = {t["name"]: 0.0 for t in spec["triggers"] if t.get("name")}
     for i, t in enumerate(redis):
-        values[t["name"]] = 10.0 ** i
-    assert evaluate(modifiers["formula"], values) == sum(10.0 ** i for i in range(len(redis)))
+        values[t["name"]] = 10.0**i
+    assert evaluate(modifiers["formula"], values) == sum(10.0**i for i in range(len(redis)))
     if any(t["type"] == "prometheus" for t in spec["triggers"]):
         assert modifiers["formula"].startswith("max(")
     else:
@@ -107,10 +117,16 @@ def test_without_keda_each_worker_gets_a_cpu_hpa(target: str) -> None:
 
 
 @pytest.mark.parametrize("target", TARGETS)
-def test_the_keda_trigger_authentication_reads_the_redis_password_from_a_secret(target: str) -> None:
+def test_the_keda_trigger_authentication_reads_the_redis_password_from_a_secret(
+    target: str,
+) -> None:
     r = render(target)
-    refs = {t["authenticationRef"]["name"] for so in r.of_kind("ScaledObject")
-            for t in so["spec"]["triggers"] if "authenticationRef" in t}
+    refs = {
+        t["authenticationRef"]["name"]
+        for so in r.of_kind("ScaledObject")
+        for t in so["spec"]["triggers"]
+        if "authenticationRef" in t
+    }
     for ref in refs:
         auth = r.named("TriggerAuthentication", ref)
         params = {p["parameter"] for p in auth["spec"]["secretTargetRef"]}
@@ -125,8 +141,13 @@ def test_helm_defaults_and_the_kustomize_base_name_the_same_queues() -> None:
 
 def test_the_drift_check_fails_when_a_priority_list_is_missing() -> None:
     so = render("k8s/base").named("ScaledObject", "beatflow-worker-default")
-    broken = {**so, "spec": {**so["spec"], "triggers": [
-        t for t in so["spec"]["triggers"] if t.get("name") != "default_p9"]}}
+    broken = {
+        **so,
+        "spec": {
+            **so["spec"],
+            "triggers": [t for t in so["spec"]["triggers"] if t.get("name") != "default_p9"],
+        },
+    }
     with pytest.raises(AssertionError, match="drift"):
         _check_scaled_object(broken, ["default"])
 
@@ -137,7 +158,9 @@ def test_the_autoscaling_bench_simulates_the_shipped_parameters() -> None:
 
     from tests.deploy.manifests import ROOT
 
-    spec = importlib.util.spec_from_file_location("bench_autoscale", ROOT / "bench" / "bench_autoscale.py")
+    spec = importlib.util.spec_from_file_location(
+        "bench_autoscale", ROOT / "bench" / "bench_autoscale.py"
+    )
     assert spec is not None and spec.loader is not None
     bench = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = bench  # dataclasses look their module up
@@ -148,19 +171,31 @@ def test_the_autoscaling_bench_simulates_the_shipped_parameters() -> None:
     shipped = bench.Params()
     for target in ("k8s/base", "helm:default"):
         r = render(target)
-        so = next(s for s in r.of_kind("ScaledObject") if s["metadata"]["name"].endswith("-default"))
+        so = next(
+            s for s in r.of_kind("ScaledObject") if s["metadata"]["name"].endswith("-default")
+        )
         spec_ = so["spec"]
         behavior = spec_["advanced"]["horizontalPodAutoscalerConfig"]["behavior"]
         down = {p["type"]: p["value"] for p in behavior["scaleDown"]["policies"]}
         up = {p["type"]: p["value"] for p in behavior["scaleUp"]["policies"]}
         worker = r.named("Deployment", so["spec"]["scaleTargetRef"]["name"])
         argv = command_line(worker["spec"]["template"]["spec"]["containers"][0])
-        assert (float(spec_["advanced"]["scalingModifiers"]["target"]), spec_["minReplicaCount"],
-                spec_["maxReplicaCount"], spec_["pollingInterval"],
-                behavior["scaleDown"]["stabilizationWindowSeconds"], down, up,
-                int(argv[argv.index("--concurrency") + 1])) == (
-            shipped.target, shipped.min_replicas, shipped.max_replicas, shipped.polling_interval,
-            shipped.scale_down_window, {"Percent": shipped.scale_down_percent,
-                                        "Pods": shipped.scale_down_pods},
+        assert (
+            float(spec_["advanced"]["scalingModifiers"]["target"]),
+            spec_["minReplicaCount"],
+            spec_["maxReplicaCount"],
+            spec_["pollingInterval"],
+            behavior["scaleDown"]["stabilizationWindowSeconds"],
+            down,
+            up,
+            int(argv[argv.index("--concurrency") + 1]),
+        ) == (
+            shipped.target,
+            shipped.min_replicas,
+            shipped.max_replicas,
+            shipped.polling_interval,
+            shipped.scale_down_window,
+            {"Percent": shipped.scale_down_percent, "Pods": shipped.scale_down_pods},
             {"Percent": shipped.scale_up_percent, "Pods": shipped.scale_up_pods},
-            shipped.concurrency), f"{target} drifted from bench/bench_autoscale.py Params()"
+            shipped.concurrency,
+        ), f"{target} drifted from bench/bench_autoscale.py Params()"

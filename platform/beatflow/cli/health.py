@@ -9,6 +9,7 @@ import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit
 
 import click
@@ -26,11 +27,12 @@ class Unhealthy(Exception):
 
 def check_redis(url: str, timeout: float) -> None:
     """Connect to the Redis at ``url`` and PING it, within ``timeout`` seconds."""
-    from kombu import Connection
+    from kombu import connection
 
     from beatflow.settings import mask_url
 
-    conn = Connection(
+    connection_class: Any = connection.Connection  # kombu is untyped
+    conn = connection_class(
         url,
         connect_timeout=timeout,
         transport_options={"socket_timeout": timeout, "socket_connect_timeout": timeout},
@@ -129,10 +131,16 @@ def _transport(settings: Settings) -> dict[str, object]:
 
 @click.command()
 @click.argument("process", type=click.Choice((*PROCESSES, "auto")), default="auto")
-@click.option("--timeout", type=click.FloatRange(0.1, 60), default=5.0, show_default=True,
-              help="Seconds to wait for Redis, the ping reply or the HTTP answer.")
-@click.option("--node", default=None,
-              help="Worker node name to ping (default: celery@<this hostname>).")
+@click.option(
+    "--timeout",
+    type=click.FloatRange(0.1, 60),
+    default=5.0,
+    show_default=True,
+    help="Seconds to wait for Redis, the ping reply or the HTTP answer.",
+)
+@click.option(
+    "--node", default=None, help="Worker node name to ping (default: celery@<this hostname>)."
+)
 def health(process: str, timeout: float, node: str | None) -> None:
     """Probe the beatflow PROCESS running in this container; exit 0 if healthy, 1 if not.
 
