@@ -18,8 +18,11 @@ def _unavailable(what: str, exc: BaseException) -> None:
     pytest.skip(f"{what} not available: {exc}")
 
 
+_USED: dict[str, str] = {}  # what this run's fixtures used, for the summary
+
+
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
-    for name, how in services.USED.items():
+    for name, how in _USED.items():
         terminalreporter.write_line(f"{name}: {how}")
 
 
@@ -39,6 +42,7 @@ def redis_server() -> Iterator[services.RedisServer]:
     except services.ServiceError as exc:
         _unavailable("Redis", exc)
         raise
+    _USED["Redis"] = server.description
     yield server
     server.stop()
 
@@ -51,6 +55,7 @@ def postgres_server() -> Iterator[services.PostgresServer]:
     except services.ServiceError as exc:
         _unavailable("PostgreSQL", exc)
         raise
+    _USED["PostgreSQL"] = server.description
     yield server
     server.stop()
 

@@ -32,10 +32,6 @@ _PG_OS_USER = "postgres"  # initdb and postgres refuse to run as root
 _FALLBACK_PG_OS_USER = "beatflow-pg"
 
 
-# What this run used, for the summary pytest prints: {"Redis": "...", "PostgreSQL": "..."}
-USED: dict[str, str] = {}
-
-
 class ServiceError(Exception):
     """Raised when a service cannot be reached or started."""
 
@@ -418,6 +414,7 @@ def stop_all() -> None:
 @dataclass
 class RedisServer:
     url: str  # base URL, database 0
+    description: str = ""
     _next_db: int = 1
     _owned: OwnedRedis | None = None
 
@@ -442,6 +439,7 @@ class RedisServer:
 @dataclass
 class PostgresServer:
     admin_url: str  # SQLAlchemy URL to a database we may CREATE DATABASE from
+    description: str = ""
     _owned: OwnedPostgres | None = None
     _engine: sa.Engine | None = field(default=None, repr=False)
 
@@ -486,13 +484,13 @@ def ensure_redis(*, throwaway: bool | None = None) -> RedisServer:
         explicit = os.environ.get("BEATFLOW_TEST_REDIS_URL")
         url = explicit or "redis://127.0.0.1:6379/0"
         if _redis_up(url):
-            USED["Redis"] = f"running server {url}"
-            return RedisServer(url=url)
+            return RedisServer(url=url, description=f"running server {url}")
         if explicit:
             raise ServiceError(f"BEATFLOW_TEST_REDIS_URL={explicit} does not answer PING")
     owned = start_redis_server()
-    USED["Redis"] = f"throwaway {owned.url} ({owned.binary})"
-    return RedisServer(url=owned.url, _owned=owned)
+    return RedisServer(
+        url=owned.url, description=f"throwaway {owned.url} ({owned.binary})", _owned=owned
+    )
 
 
 def _pg_up(url: str) -> bool:
@@ -524,10 +522,9 @@ def ensure_postgres(*, throwaway: bool | None = None) -> PostgresServer:
         )
         for url in candidates:
             if _pg_up(url):
-                USED["PostgreSQL"] = f"running server {url}"
-                return PostgresServer(admin_url=url)
+                return PostgresServer(admin_url=url, description=f"running server {url}")
         if explicit:
             raise ServiceError(f"BEATFLOW_TEST_DATABASE_URL={explicit} does not answer")
     owned = start_postgres_server()
-    USED["PostgreSQL"] = f"throwaway {owned.url} ({owned.bindir}, as {owned.os_user or 'us'})"
-    return PostgresServer(admin_url=owned.url, _owned=owned)
+    how = f"throwaway {owned.url} ({owned.bindir}, run as {owned.os_user or 'this user'})"
+    return PostgresServer(admin_url=owned.url, description=how, _owned=owned)
