@@ -1,0 +1,83 @@
+"""Faults under a running beat: SIGKILL of the leader (repeatedly) and a Redis restart. No tick
+may be lost and none may make two DAG runs."""
+
+from __future__ import annotations
+
+import signal
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from tests import services
+from tests.integration.scheduler.beatcluster import BeatCluster, beat_cluster
+from tests.integration.scheduler.test_beat_replicas import assert_every_tick_once
+from tests.procs import wait_for
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture
+def cluster(redis_url: str, make_postgres_db: Callable[[], str],
+            tmp_path: Path) -> Iterator[BeatCluster]:
+    with beat_cluster(tmp_path, redis_url, make_postgres_db()) as c:
+        yield c
+
+
+def test_sigkilled_leaders_are_replaced_within_seconds_and_every_gap_tick_runs_once(
+        cluster: BeatCluster) -> None:
+    dag = "beat_every_second"
+    cluster.write_dag(dag)
+    cluster.start_worker()
+    cluster.start_beat("r0")
+    cluster.start_beat("r1")
+    leader = cluster.wait_leader()
+    cluster.wait_runs(dag, 3)
+    takeovers = []
+    for i in range(3):
+        proc = next(b for b in cluster.beats if b.name == leader and b.popen
+                    and b.popen.poll() is None)
+        killed_at = time.time()
+        proc.signal(signal.SIGKILL)
+        alive = {b.name for b in cluster.beats if b.popen and b.popen.poll() is None}
+        leader = cluster.wait_leader(alive - {proc.name}, timeout=10)
+        # the first tick due after the kill has a DAG run
+        next_tick = int(killed_at) + 1
+        wait_for(lambda t=next_tick: any(  # type: ignore[misc]
+            r.logical_date and r.logical_date.timestamp() == t for r in cluster.runs(dag)),
+            timeout=10, message="the next due tick's run")
+        takeovers.append(time.time() - killed_at)
+        cluster.start_beat(f"r{i + 2}")  # a fresh standby, as a Deployment would restart it
+        cluster.wait_runs(dag, len(cluster.runs(dag)) + 2)
+    assert max(takeovers) < 6.0, f"takeover times {takeovers}"
+    dates = assert_every_tick_once(cluster, dag)
+    epochs = sorted({r.leader_epoch for r in cluster.runs(dag)})
+    assert epochs == [1, 2, 3, 4], f"epochs {epochs}"
+    assert len(dates) >= 12
+
+
+def test_scheduling_resumes_after_redis_restarts_under_a_running_beat(
+        make_postgres_db: Callable[[], str], tmp_path: Path) -> None:
+    server = services.start_redis_server()
+    try:
+        with beat_cluster(tmp_path, server.url, make_postgres_db()) as cluster:
+            dag = "beat_every_second"
+            cluster.write_dag(dag)
+            cluster.start_worker()
+            beat = cluster.start_beat("a")
+            cluster.wait_leader()
+            cluster.wait_runs(dag, 3)
+            server.stop()  # Redis goes away and comes back empty (no persistence here)
+            wait_for(lambda: "cannot reach Redis" in beat.log(), timeout=10,
+                     message="the beat to notice Redis is down")
+            server.start()
+            before = len(cluster.runs(dag))
+            cluster.wait_leader(timeout=20)
+            cluster.wait_runs(dag, before + 5, timeout=40)
+            assert beat.popen is not None and beat.popen.poll() is None, cluster.logs()
+            per_date = cluster.runs_per_logical_date(dag)
+            assert max(per_date.values()) == 1, "a tick made two DAG runs"
+            assert "reached Redis again" in beat.log()
+    finally:
+        server.close()
