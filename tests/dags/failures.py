@@ -1,20 +1,8 @@
 """Test DAGs: retries with backoff, final failures and every trigger rule downstream."""
 
-import os
-from pathlib import Path
+from _marks import mark
 
 from beatflow import DAG, task
-
-MARKS = Path(os.environ.get("BEATFLOW_TEST_MARKS", "/tmp/beatflow-test-marks"))
-
-
-def mark(name: str) -> int:
-    """Count calls across processes by appending to a file."""
-    MARKS.mkdir(parents=True, exist_ok=True)
-    path = MARKS / name
-    with open(path, "a") as f:
-        f.write("x")
-    return len(path.read_text())
 
 
 @task(retries=3, retry_delay=0.2, retry_backoff=2.0, retry_jitter=False)

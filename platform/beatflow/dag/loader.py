@@ -138,7 +138,9 @@ def _load_module(folder: Path, path: Path) -> list[DAG | LoadError]:
     finally:
         authoring._collector.reset(token)
     out: list[DAG | LoadError] = []
-    for dag in collected:
+    # A module that imports another DAG module runs that module's DAG blocks too: keep only the
+    # DAGs written in this file (the other file is loaded, and reported, on its own).
+    for dag in (d for d in collected if d.file is None or Path(d.file) == path):
         try:
             dag.validate()
         except DagError as exc:

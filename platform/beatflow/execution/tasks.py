@@ -59,7 +59,7 @@ def _register_node(app: Celery, dag: DAG, spec: TaskSpec) -> None:
 
     # Results live in the results DB: nothing is written to the Celery result backend except
     # what chords need to count their parts.
-    options: dict[str, Any] = {"name": name, "bind": True, "acks_late": True,
+    options: dict[str, Any] = {"name": name, "bind": True, "acks_late": True, "shared": False,
                                "reject_on_worker_lost": True, "ignore_result": True}
     if spec.soft_time_limit is not None:
         options["soft_time_limit"] = spec.soft_time_limit
@@ -72,19 +72,19 @@ def _register_node(app: Celery, dag: DAG, spec: TaskSpec) -> None:
 
 
 def _register_builtin(app: Celery) -> None:
-    @app.task(name=SEGMENT_TASK, bind=True, acks_late=True, ignore_result=True)
+    @app.task(name=SEGMENT_TASK, bind=True, acks_late=True, ignore_result=True, shared=False)
     def segment(self: CeleryTask, dag_id: str, run_id: str, path: str) -> None:
         dag = runtime_of(self.app).dag(dag_id)
         sub = at_path(plan_for(dag).root, path)
         self.replace(compile_node(self.app, dag, run_id, sub, path))
 
-    @app.task(name=MAP_CHUNK_TASK, bind=True, acks_late=True, ignore_result=True)
+    @app.task(name=MAP_CHUNK_TASK, bind=True, acks_late=True, ignore_result=True, shared=False)
     def map_chunk(self: CeleryTask, dag_id: str, task_id: str, run_id: str, start: int,
                   end: int) -> None:
         dag = runtime_of(self.app).dag(dag_id)
         self.replace(map_signatures(self.app, dag, task_id, run_id, start, end))
 
-    @app.task(name=FINISH_TASK, bind=True, acks_late=True, ignore_result=True)
+    @app.task(name=FINISH_TASK, bind=True, acks_late=True, ignore_result=True, shared=False)
     def finish_run(self: CeleryTask, dag_id: str, run_id: str) -> str:
         from beatflow.runs.lifecycle import close_run
 

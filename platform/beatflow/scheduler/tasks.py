@@ -20,7 +20,7 @@ FIRE_TRIGGERS = frozenset({"scheduled", "catchup"})
 def register(app: Celery) -> None:
     """Register beatflow's scheduler tasks on ``app``."""
 
-    @app.task(name=FIRE_TASK, bind=True, acks_late=True, ignore_result=True)  # type: ignore[untyped-decorator]
+    @app.task(name=FIRE_TASK, bind=True, acks_late=True, ignore_result=True, shared=False)  # type: ignore[untyped-decorator]
     def fire_schedule(self: CeleryTask, dag_id: str, logical_date: str, leader_epoch: int,
                       trigger: str = "scheduled") -> str | None:
         try:

@@ -7,20 +7,12 @@ import pytest
 
 from beatflow.errors import ConfError
 from beatflow.runs import follow_run, trigger_dag
-from beatflow.execution.runtime import runtime_of
 
 pytestmark = pytest.mark.slow
 
 
 def run(cluster, dag_id, **kw):
-    record = trigger_dag(cluster.app, dag_id, **kw)
-    try:
-        final = follow_run(cluster.app, dag_id, record.run_id, timeout=60)
-    except TimeoutError:
-        raise AssertionError(f"run did not finish; worker log:\n{cluster.log()[-4000:]}") from None
-    tasks = {(t.task_id if t.map_index < 0 else f"{t.task_id}[{t.map_index}]"): t
-             for t in runtime_of(cluster.app).store.get_task_runs(dag_id, record.run_id)}
-    return final, tasks
+    return cluster.run(dag_id, **kw)
 
 
 def test_results_pass_along_a_chain_and_into_a_fan_in(cluster):
@@ -70,7 +62,7 @@ def test_a_failure_is_recorded_and_each_trigger_rule_decides_downstream(cluster)
         "one_failed": "success",
         "none_failed": "upstream_failed",
     }
-    dead = runtime_of(cluster.app).store.list_dead_letters("t_rules")
+    dead = cluster.store.list_dead_letters("t_rules")
     assert [d.task_id for d in dead if d.run_id == final.run_id] == ["broken"]
 
 
@@ -103,12 +95,12 @@ def test_the_same_run_id_triggered_twice_is_one_run(cluster):
     assert first.run_id == second.run_id
     final = follow_run(cluster.app, "t_chain", "same-id", timeout=60)
     assert final.state == "success"
-    runs = runtime_of(cluster.app).store.list_dag_runs("t_chain", limit=100)
+    runs = cluster.store.list_dag_runs("t_chain", limit=100)
     assert [r.run_id for r in runs].count("same-id") == 1
 
 
 def test_a_bad_conf_is_refused_and_nothing_is_enqueued(cluster):
-    store = runtime_of(cluster.app).store
+    store = cluster.store
     before = len(store.list_dag_runs("t_rules", limit=1000))
     with pytest.raises(ConfError) as err:
         trigger_dag(cluster.app, "t_rules", conf={"fixd": True})
