@@ -199,3 +199,23 @@ def test_the_autoscaling_bench_simulates_the_shipped_parameters() -> None:
             {"Percent": shipped.scale_up_percent, "Pods": shipped.scale_up_pods},
             shipped.concurrency,
         ), f"{target} drifted from bench/bench_autoscale.py Params()"
+
+
+def test_keda_reads_the_same_redis_database_the_dev_workers_use() -> None:
+    import base64
+    from urllib.parse import urlsplit
+
+    r = render("k8s/overlays/dev")
+
+    def secret(prefix: str) -> dict[str, str]:
+        (obj,) = [s for s in r.of_kind("Secret") if s["metadata"]["name"].startswith(prefix)]
+        return {k: base64.b64decode(v).decode() for k, v in obj["data"].items()}
+
+    broker = urlsplit(secret("beatflow-env-")["BEATFLOW_BROKER_URL"])
+    keda = secret("beatflow-redis")
+    assert keda["address"] == f"{broker.hostname}:{broker.port}"
+    assert keda["password"] == broker.password
+    for so in r.of_kind("ScaledObject"):
+        for t in so["spec"]["triggers"]:
+            if t["type"] == "redis":
+                assert t["metadata"]["databaseIndex"] == broker.path.lstrip("/")

@@ -138,6 +138,12 @@ volumes:
 {{- if and (not .Values.connections.existingSecret) (not (and .Values.connections.brokerUrl .Values.connections.databaseUrl)) -}}
 {{- fail "connections: set existingSecret, or both brokerUrl and databaseUrl" -}}
 {{- end -}}
+{{- with .Values.connections.brokerUrl -}}
+{{- $db := regexFind "/[0-9]+$" . | trimPrefix "/" | default "0" -}}
+{{- if ne $db (toString $.Values.redis.databaseIndex) -}}
+{{- fail (printf "redis.databaseIndex (%v) must match the database of connections.brokerUrl (%s), or KEDA counts the wrong lists" $.Values.redis.databaseIndex $db) -}}
+{{- end -}}
+{{- end -}}
 {{- if and .Values.autoscaling.keda.enabled (not .Values.redis.existingSecret) (not .Values.redis.address) -}}
 {{- fail "redis: KEDA needs the Redis address; set redis.existingSecret or redis.address (host:port)" -}}
 {{- end -}}
