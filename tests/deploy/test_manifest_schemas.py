@@ -5,7 +5,6 @@ lossless round trip, and KEDA / Prometheus-operator kinds against ../shared/sche
 from __future__ import annotations
 
 import json
-import warnings
 from typing import Any
 
 import pytest
@@ -73,9 +72,7 @@ def test_built_in_objects_pass_strict_kubernetes_schemas(target: str) -> None:
 
 @pytest.mark.parametrize("target", all_targets())
 def test_every_object_round_trips_losslessly_through_its_cloudcoil_model(target: str) -> None:
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", DeprecationWarning)
-        from cloudcoil.resources import parse
+    from cloudcoil.resources import parse
 
     failures = []
     for obj in render(target).objects:
