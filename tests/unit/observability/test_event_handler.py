@@ -1,0 +1,120 @@
+"""EventHandler: Celery and beatflow events (plain dicts, as the receiver hands them over) move
+celery-exporter's metrics and beatflow's by the right amounts, with bounded labels."""
+
+from __future__ import annotations
+
+from beatflow.observability.celery_events import EventHandler, exception_name
+from beatflow.observability.metrics import Metrics
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def _handler(clock: Clock | None = None) -> EventHandler:
+    return EventHandler(Metrics(), default_queue="default", worker_timeout=10.0,
+                        clock=clock or Clock())
+
+
+def value(h: EventHandler, metric: str, /, **labels: str) -> float:
+    return h.metrics.registry.get_sample_value(metric, labels) or 0.0
+
+
+def test_a_task_sent_to_a_queue_counts_its_later_events_under_that_queue() -> None:
+    h = _handler()
+    h.handle({"type": "task-sent", "uuid": "u1", "name": "etl.load", "queue": "io",
+              "hostname": "web-1", "timestamp": 999.0})
+    for kind in ("task-received", "task-started"):
+        h.handle({"type": kind, "uuid": "u1", "hostname": "w1@host", "timestamp": 999.5})
+    h.handle({"type": "task-succeeded", "uuid": "u1", "hostname": "w1@host", "runtime": 0.25})
+    labels = {"name": "etl.load", "hostname": "w1@host", "queue_name": "io"}
+    assert value(h, "celery_task_sent_total", name="etl.load", hostname="web-1",
+                 queue_name="io") == 1
+    assert value(h, "celery_task_received_total", **labels) == 1
+    assert value(h, "celery_task_started_total", **labels) == 1
+    assert value(h, "celery_task_succeeded_total", **labels) == 1
+    assert value(h, "celery_task_runtime_count", **labels) == 1
+    assert value(h, "celery_task_runtime_sum", **labels) == 0.25
+    # the other counters exist at zero so a first failure shows as an increase
+    assert h.metrics.registry.get_sample_value("celery_task_failed_total",
+                                               {**labels, "exception": ""}) == 0.0
+    assert value(h, "beatflow_exporter_events_total") == 4
+
+
+def test_a_failure_is_labelled_with_its_exception_class_and_unknown_queues_use_the_default(
+) -> None:
+    h = _handler()
+    h.handle({"type": "task-received", "uuid": "u2", "name": "etl.load", "hostname": "w1@h"})
+    h.handle({"type": "task-failed", "uuid": "u2", "hostname": "w1@h",
+              "exception": "ValueError('bad row 7')"})
+    assert value(h, "celery_task_failed_total", name="etl.load", hostname="w1@h",
+                 queue_name="default", exception="ValueError") == 1
+
+
+def test_exception_names_are_bounded_class_names() -> None:
+    assert exception_name("ValueError('x')") == "ValueError"
+    assert exception_name("psycopg.errors.UniqueViolation('dup')") == "UniqueViolation"
+    assert exception_name("garbage") == "UnknownException"
+    assert exception_name(None) == "UnknownException"
+
+
+def test_beatflow_events_count_task_runs_duplicates_and_dag_runs() -> None:
+    h = _handler()
+    h.know_dags([("etl", ["load"])])
+    assert value(h, "beatflow_task_runs_total", dag="etl", task="load", state="failed") == 0
+    h.handle({"type": "beatflow-task-run-finished", "dag_id": "etl", "task_id": "load",
+              "state": "up_for_retry"})
+    h.handle({"type": "beatflow-task-run-finished", "dag_id": "etl", "task_id": "load",
+              "state": "success", "duration": 1.5})
+    h.handle({"type": "beatflow-duplicate-delivery", "dag_id": "etl", "task_id": "load"})
+    h.handle({"type": "beatflow-dag-run-finished", "dag_id": "etl", "state": "success",
+              "duration": 42.0})
+    assert value(h, "beatflow_task_runs_total", dag="etl", task="load", state="up_for_retry") == 1
+    assert value(h, "beatflow_task_runs_total", dag="etl", task="load", state="success") == 1
+    assert value(h, "beatflow_duplicate_deliveries_total", dag="etl", task="load") == 1
+    assert value(h, "beatflow_dag_runs_total", dag="etl", state="success") == 1
+    assert value(h, "beatflow_dag_run_duration_seconds_count", dag="etl") == 1
+    assert value(h, "beatflow_dag_run_duration_seconds_bucket", dag="etl", le="60.0") == 1
+    assert value(h, "beatflow_dag_run_duration_seconds_bucket", dag="etl", le="30.0") == 0
+
+
+def test_a_worker_is_up_while_it_sends_heartbeats_and_down_after_the_timeout() -> None:
+    clock = Clock()
+    h = _handler(clock)
+    h.handle({"type": "worker-online", "hostname": "w1@h", "freq": 2.0})
+    h.handle({"type": "worker-heartbeat", "hostname": "w1@h", "freq": 2.0, "active": 3})
+    assert value(h, "celery_worker_up", hostname="w1@h") == 1
+    assert value(h, "celery_worker_tasks_active", hostname="w1@h") == 3
+    clock.now += 9
+    assert h.sweep_workers() == []
+    clock.now += 2
+    assert h.sweep_workers() == ["w1@h"]
+    assert value(h, "celery_worker_up", hostname="w1@h") == 0
+    assert value(h, "celery_worker_tasks_active", hostname="w1@h") == 0
+
+
+def test_a_worker_going_offline_is_down_at_once() -> None:
+    h = _handler()
+    h.handle({"type": "worker-heartbeat", "hostname": "w1@h", "freq": 2.0, "active": 1})
+    h.handle({"type": "worker-offline", "hostname": "w1@h"})
+    assert value(h, "celery_worker_up", hostname="w1@h") == 0
+
+
+def test_the_task_table_is_bounded_and_forgets_finished_tasks() -> None:
+    h = EventHandler(Metrics(), max_tracked_tasks=10)
+    for i in range(25):
+        h.handle({"type": "task-received", "uuid": f"u{i}", "name": "t", "hostname": "w"})
+    assert len(h._tasks) == 10
+    h.handle({"type": "task-succeeded", "uuid": "u24", "hostname": "w", "runtime": 0.1})
+    assert "u24" not in h._tasks
+
+
+def test_the_event_lag_is_the_age_of_the_last_event() -> None:
+    clock = Clock()
+    h = _handler(clock)
+    h.handle({"type": "worker-heartbeat", "hostname": "w", "timestamp": clock.now - 0.5})
+    assert value(h, "beatflow_exporter_event_lag_seconds") == 0.5
