@@ -158,6 +158,8 @@ class DevStack:
         self._wait_for_worker(settings, worker_node, ready_timeout)
         flower_url = f"http://127.0.0.1:{flower_port}/"
         self._wait_for_http(flower_url, "flower", timeout=30.0)
+        if metrics_url is not None:
+            self._wait_for_http(metrics_url, "exporter", timeout=30.0)
         return StackInfo(
             broker_url=broker_url,
             database_url=database_url,
