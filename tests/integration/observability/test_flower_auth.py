@@ -1,0 +1,101 @@
+"""`celery -A beatflow flower` as users start it: basic auth is on from BEATFLOW_FLOWER_* (an
+unauthenticated request gets 401), and with no password at all Flower refuses to start."""
+
+from __future__ import annotations
+
+import base64
+import subprocess
+import sys
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from tests import procs, services
+
+pytestmark = pytest.mark.slow
+
+FLOWER = [sys.executable, "-m", "celery", "-A", "beatflow", "flower", "--address=127.0.0.1"]
+
+
+def _status(url: str, user: str | None = None, password: str = "") -> int:
+    request = urllib.request.Request(url)
+    if user is not None:
+        token = base64.b64encode(f"{user}:{password}".encode()).decode()
+        request.add_header("Authorization", f"Basic {token}")
+    try:
+        with urllib.request.urlopen(request, timeout=5) as response:  # noqa: S310 - local URL
+            return int(response.status)
+    except urllib.error.HTTPError as exc:
+        return int(exc.code)
+
+
+def _env(redis_url: str, tmp_path: Path, **extra: str) -> dict[str, str]:
+    return procs.beatflow_env({"BEATFLOW_BROKER_URL": redis_url,
+                               "BEATFLOW_DATABASE_URL": f"sqlite:///{tmp_path / 'bf.db'}",
+                               "BEATFLOW_DAGS_FOLDER": str(tmp_path), **extra})
+
+
+def test_flower_answers_401_without_credentials_and_200_with_the_configured_ones(
+    redis_url: str, tmp_path: Path,
+) -> None:
+    port = services.free_port()
+    env = _env(redis_url, tmp_path, BEATFLOW_FLOWER_USER="ops",
+               BEATFLOW_FLOWER_PASSWORD="s3cret-pw")
+    flower = procs.Proc([*FLOWER, f"--port={port}"], env, tmp_path / "flower.log",
+                        name="flower").start()
+    base = f"http://127.0.0.1:{port}"
+    try:
+        def up() -> bool:
+            if flower.popen is not None and flower.popen.poll() is not None:
+                raise RuntimeError(f"flower exited:\n{flower.log()}")
+            try:
+                return _status(base + "/healthcheck") == 200
+            except OSError:
+                return False
+
+        procs.wait_for(up, timeout=60, message="flower to answer /healthcheck")
+        for path in ("/", "/workers", "/tasks", "/api/workers"):
+            assert _status(base + path) == 401, path
+            assert _status(base + path, "ops", "wrong") == 401, path
+        assert _status(base + "/", "ops", "s3cret-pw") == 200
+        assert _status(base + "/api/workers", "ops", "s3cret-pw") == 200
+    finally:
+        flower.stop()
+    assert "s3cret-pw" not in flower.log()
+
+
+def test_flower_without_a_password_refuses_to_start_and_says_why(
+    redis_url: str, tmp_path: Path,
+) -> None:
+    port = services.free_port()
+    result = subprocess.run([*FLOWER, f"--port={port}"], env=_env(redis_url, tmp_path),
+                            capture_output=True, text=True, timeout=60, check=False)
+    assert result.returncode == 2
+    assert "refuses to start Flower without authentication" in result.stderr
+    assert "BEATFLOW_FLOWER_PASSWORD" in result.stderr
+
+
+def test_flowers_own_basic_auth_flag_still_works_without_beatflow_settings(
+    redis_url: str, tmp_path: Path,
+) -> None:
+    port = services.free_port()
+    flower = procs.Proc([*FLOWER, f"--port={port}", "--basic_auth=me:mine"],
+                        _env(redis_url, tmp_path), tmp_path / "flower2.log",
+                        name="flower2").start()
+    base = f"http://127.0.0.1:{port}"
+    try:
+        def up() -> bool:
+            if flower.popen is not None and flower.popen.poll() is not None:
+                raise RuntimeError(f"flower exited:\n{flower.log()}")
+            try:
+                return _status(base + "/healthcheck") == 200
+            except OSError:
+                return False
+
+        procs.wait_for(up, timeout=60, message="flower to answer /healthcheck")
+        assert _status(base + "/") == 401
+        assert _status(base + "/", "me", "mine") == 200
+    finally:
+        flower.stop()
