@@ -126,20 +126,22 @@ def test_an_unreachable_redis_fails_every_redis_probe_fast() -> None:
 
 
 def test_exporter_and_flower_probes_fail_when_nothing_listens(redis_url: str) -> None:
-    env_port = "1"
-    proc = subprocess.run(
-        [str(BIN / "beatflow"), "health", "flower", "--timeout", "1"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        cwd=ROOT,
-        check=False,
-        env={**_env(redis_url), "BEATFLOW_FLOWER_PORT": env_port},
-    )
-    assert proc.returncode == 1
-    assert proc.stdout.startswith(
-        "unhealthy: flower at http://127.0.0.1:1/healthcheck did not answer"
-    )
+    ports = {"BEATFLOW_FLOWER_PORT": "1", "BEATFLOW_METRICS_PORT": "1"}
+    for process, url in (
+        ("flower", "http://127.0.0.1:1/healthcheck"),
+        ("exporter", "http://127.0.0.1:1/healthz"),
+    ):
+        proc = subprocess.run(
+            [str(BIN / "beatflow"), "health", process, "--timeout", "1"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            cwd=ROOT,
+            check=False,
+            env={**_env(redis_url), **ports},
+        )
+        assert proc.returncode == 1
+        assert proc.stdout.startswith(f"unhealthy: {process} at {url} did not answer")
 
 
 def test_auto_tells_the_process_from_the_container_command_line() -> None:
@@ -170,3 +172,46 @@ def test_auto_tells_the_process_from_the_container_command_line() -> None:
     assert detect_process(iter([["celery", "-A", "beatflow", "flower", "--port=5555"]])) == "flower"
     with pytest.raises(Unhealthy, match="name it"):
         detect_process(iter([["sh", "-c", "sleep 1"]]))
+
+
+@pytest.mark.slow
+def test_exporter_probe_answers_once_the_real_exporter_serves(
+    redis_url: str, tmp_path: Path
+) -> None:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = str(s.getsockname()[1])
+    env = {
+        **_env(redis_url),
+        "BEATFLOW_METRICS_PORT": port,
+        "BEATFLOW_DATABASE_URL": f"sqlite:///{tmp_path / 'results.db'}",
+    }
+    exporter = subprocess.Popen(
+        [str(BIN / "beatflow"), "exporter"],
+        env=env,
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        end = time.monotonic() + 45
+        while True:
+            proc = subprocess.run(
+                [str(BIN / "beatflow"), "health", "exporter", "--timeout", "2"],
+                capture_output=True,
+                text=True,
+                timeout=60,
+                cwd=ROOT,
+                env=env,
+                check=False,
+            )
+            if proc.returncode == 0 or time.monotonic() > end:
+                break
+        assert proc.stdout.strip() == (
+            f"healthy: exporter answered HTTP 200 at http://127.0.0.1:{port}/healthz"
+        )
+    finally:
+        exporter.terminate()
+        exporter.wait(timeout=30)
