@@ -14,30 +14,55 @@ from beatflow.cli.common import load_settings
 
 @click.command()
 @click.option("--host", default="0.0.0.0", show_default=True, help="Address to listen on.")
-@click.option("--port", type=click.IntRange(0, 65535), default=None,
-              help="Port to listen on (default: BEATFLOW_METRICS_PORT, 9808).")
-@click.option("--redis-interval", type=click.FloatRange(0.05), default=5.0, show_default=True,
-              help="Seconds between reads of queue lengths and the beat leader.")
-@click.option("--db-interval", type=click.FloatRange(0.05), default=15.0, show_default=True,
-              help="Seconds between reads of the results database (runs, SLA, stuck work).")
-@click.option("--worker-timeout", type=click.FloatRange(1), default=10.0, show_default=True,
-              help="Seconds without a heartbeat after which a worker counts as down.")
-def exporter(host: str, port: int | None, redis_interval: float, db_interval: float,
-             worker_timeout: float) -> None:
+@click.option(
+    "--port",
+    type=click.IntRange(0, 65535),
+    default=None,
+    help="Port to listen on (default: BEATFLOW_METRICS_PORT, 9808).",
+)
+@click.option(
+    "--redis-interval",
+    type=click.FloatRange(0.05),
+    default=5.0,
+    show_default=True,
+    help="Seconds between reads of queue lengths and the beat leader.",
+)
+@click.option(
+    "--db-interval",
+    type=click.FloatRange(0.05),
+    default=15.0,
+    show_default=True,
+    help="Seconds between reads of the results database (runs, SLA, stuck work).",
+)
+@click.option(
+    "--worker-timeout",
+    type=click.FloatRange(1),
+    default=10.0,
+    show_default=True,
+    help="Seconds without a heartbeat after which a worker counts as down.",
+)
+def exporter(
+    host: str, port: int | None, redis_interval: float, db_interval: float, worker_timeout: float
+) -> None:
     """Serve /metrics and /healthz for Prometheus until SIGTERM or Ctrl-C."""
     from beatflow.logs import configure_logging
     from beatflow.observability.exporter import Exporter
 
     settings = load_settings()
     configure_logging(settings)
-    ex = Exporter(settings, redis_interval=redis_interval, db_interval=db_interval,
-                  worker_timeout=worker_timeout)
+    ex = Exporter(
+        settings,
+        redis_interval=redis_interval,
+        db_interval=db_interval,
+        worker_timeout=worker_timeout,
+    )
     try:
         server = ex.serve(host, port)
     except OSError as exc:
         raise click.ClickException(
             f"cannot listen on {host}:{port or settings.metrics_port}: {exc}; set "
-            "BEATFLOW_METRICS_PORT (or --port) to a free port") from exc
+            "BEATFLOW_METRICS_PORT (or --port) to a free port"
+        ) from exc
     ex.start()
     bound = server.server_address[1]
     click.echo(f"beatflow exporter serving http://{host}:{bound}/metrics", err=True)

@@ -1,7 +1,8 @@
 """What the exporter reads from Redis: each queue's length summed over its priority sub-lists
-(kombu stores ``q``, ``q\\x06\\x163``, ``q\\x06\\x166``, ``q\\x06\\x169``), the backlog (queued +
-reserved + running: with acks_late every reserved or running message sits in kombu's ``unacked``
-hash), and which beat replica holds the scheduler lock (the keys ``beatflow.scheduler`` documents)."""
+(kombu stores ``q``, ``q\\x06\\x163``, ``q\\x06\\x166``, ``q\\x06\\x169``), the backlog
+(queued + reserved + running: with acks_late every reserved or running message sits in kombu's
+``unacked`` hash), and which beat replica holds the scheduler lock (keys documented in
+``beatflow.scheduler``)."""
 
 from __future__ import annotations
 
@@ -46,8 +47,9 @@ class QueueLayout:
         options: Mapping[str, Any] = settings.celery_config().get("broker_transport_options", {})
         return cls(
             sep=str(options.get("sep", DEFAULT_SEP)),
-            priority_steps=tuple(int(s) for s in options.get("priority_steps",
-                                                             DEFAULT_PRIORITY_STEPS)),
+            priority_steps=tuple(
+                int(s) for s in options.get("priority_steps", DEFAULT_PRIORITY_STEPS)
+            ),
             prefix=str(options.get("global_keyprefix", "")),
             unacked_key=str(options.get("unacked_key", "unacked")),
         )
@@ -60,8 +62,9 @@ class QueueLayout:
         ]
 
 
-def queue_lengths(client: redis.Redis, layout: QueueLayout,
-                  queues: Sequence[str]) -> dict[str, int]:
+def queue_lengths(
+    client: redis.Redis, layout: QueueLayout, queues: Sequence[str]
+) -> dict[str, int]:
     """Messages waiting per queue, every priority sub-list summed (one round trip)."""
     pipe = client.pipeline(transaction=False)
     for queue in queues:
@@ -110,7 +113,7 @@ def read_leader(client: redis.Redis) -> Leader:
         except (ValueError, KeyError, TypeError):
             log.warning("unreadable beat leader record %r at %s", raw_leader[:200], LEADER_KEY)
     replicas = sorted(
-        _decode(k)[len(REPLICA_PREFIX):] for k in client.scan_iter(REPLICA_PREFIX + "*", count=100)
+        _decode(k)[len(REPLICA_PREFIX) :] for k in client.scan_iter(REPLICA_PREFIX + "*", count=100)
     )
     return Leader(instance=instance, epoch=epoch, replicas=tuple(replicas))
 
@@ -143,12 +146,22 @@ class LeaderTracker:
         if leader.epoch:
             self.epoch = max(self.epoch or 0, leader.epoch)
         if leader.instance is not None and leader.instance != self.current:
-            log.info("beat leader is now %s (epoch %d)", leader.instance, leader.epoch,
-                     extra={"event": "beat_leader_changed", "instance": leader.instance,
-                            "epoch": leader.epoch})
+            log.info(
+                "beat leader is now %s (epoch %d)",
+                leader.instance,
+                leader.epoch,
+                extra={
+                    "event": "beat_leader_changed",
+                    "instance": leader.instance,
+                    "epoch": leader.epoch,
+                },
+            )
         elif leader.instance is None and self.current is not None:
-            log.warning("no beat holds the scheduler lock (last leader: %s)", self.current,
-                        extra={"event": "beat_leader_lost", "instance": self.current})
+            log.warning(
+                "no beat holds the scheduler lock (last leader: %s)",
+                self.current,
+                extra={"event": "beat_leader_lost", "instance": self.current},
+            )
         self.current = leader.instance
         self.instances |= set(leader.replicas)
         if leader.instance is not None:

@@ -49,9 +49,15 @@ class EventHandler:
     """Updates ``metrics`` from Celery events; thread-safe enough for one receiver thread plus
     a sweeper (each metric object locks itself)."""
 
-    def __init__(self, metrics: Metrics, *, default_queue: str = "celery",
-                 worker_timeout: float = 10.0, max_tracked_tasks: int = 100_000,
-                 clock: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self,
+        metrics: Metrics,
+        *,
+        default_queue: str = "celery",
+        worker_timeout: float = 10.0,
+        max_tracked_tasks: int = 100_000,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
         self.metrics = metrics
         self.default_queue = default_queue
         self.worker_timeout = worker_timeout
@@ -89,11 +95,15 @@ class EventHandler:
         elif kind.startswith("worker-"):
             self._worker_event(kind, event)
         elif kind == beatflow_events.TASK_RUN_FINISHED:
-            m.task_runs.labels(dag=_s(event.get("dag_id")), task=_s(event.get("task_id")),
-                               state=_s(event.get("state"))).inc()
+            m.task_runs.labels(
+                dag=_s(event.get("dag_id")),
+                task=_s(event.get("task_id")),
+                state=_s(event.get("state")),
+            ).inc()
         elif kind == beatflow_events.DUPLICATE_DELIVERY:
-            m.duplicate_deliveries.labels(dag=_s(event.get("dag_id")),
-                                          task=_s(event.get("task_id"))).inc()
+            m.duplicate_deliveries.labels(
+                dag=_s(event.get("dag_id")), task=_s(event.get("task_id"))
+            ).inc()
         elif kind == beatflow_events.DAG_RUN_FINISHED:
             dag = _s(event.get("dag_id"))
             m.dag_runs.labels(dag=dag, state=_s(event.get("state"))).inc()
@@ -177,14 +187,19 @@ class EventHandler:
         now = self.clock()
         with self._lock:
             gone = [
-                name for name, w in self._workers.items()
+                name
+                for name, w in self._workers.items()
                 if now - w.last_seen > max(self.worker_timeout, 3 * w.freq)
             ]
             for name in gone:
                 del self._workers[name]
         for name in gone:
-            log.warning("worker %s sent no heartbeat for %.0fs; marking it down", name,
-                        self.worker_timeout, extra={"event": "worker_down", "worker": name})
+            log.warning(
+                "worker %s sent no heartbeat for %.0fs; marking it down",
+                name,
+                self.worker_timeout,
+                extra={"event": "worker_down", "worker": name},
+            )
             self.metrics.worker_up.labels(hostname=name).set(0)
             self.metrics.worker_tasks_active.labels(hostname=name).set(0)
         return gone
@@ -228,16 +243,22 @@ class EventFollower:
                     self._receiver = receiver
                     up.set(1)
                     if failures:
-                        log.info("event stream reconnected", extra={"event": "source_up",
-                                                                    "source": "events"})
+                        log.info(
+                            "event stream reconnected",
+                            extra={"event": "source_up", "source": "events"},
+                        )
                     failures = 0
                     receiver.capture(limit=None, timeout=None, wakeup=True)
             except Exception as exc:  # noqa: BLE001 - a broker blip must never end the thread
                 up.set(0)
                 failures += 1
                 delay = min(self.max_backoff, 0.5 * 2 ** min(failures, 8))
-                log.warning("event stream lost (%s); reconnecting in %.1fs", exc, delay,
-                            extra={"event": "source_down", "source": "events"})
+                log.warning(
+                    "event stream lost (%s); reconnecting in %.1fs",
+                    exc,
+                    delay,
+                    extra={"event": "source_down", "source": "events"},
+                )
                 self._stop.wait(delay)
         up.set(0)
 

@@ -8,7 +8,12 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from beatflow.dag.model import DAG
-from beatflow.store.records import DAG_RUN_FINISHED_STATES, TASK_RUNNING, DagRunRecord, TaskRunRecord
+from beatflow.store.records import (
+    DAG_RUN_FINISHED_STATES,
+    TASK_RUNNING,
+    DagRunRecord,
+    TaskRunRecord,
+)
 
 LEASE_EXPIRED = "lease_expired"
 PAST_TIME_LIMIT = "past_time_limit"
@@ -42,8 +47,9 @@ class StuckTaskRun:
     since: datetime
 
 
-def sla_miss(dag: DAG, run: DagRunRecord, now: datetime,
-             lookback: timedelta = timedelta(days=1)) -> SlaMiss | None:
+def sla_miss(
+    dag: DAG, run: DagRunRecord, now: datetime, lookback: timedelta = timedelta(days=1)
+) -> SlaMiss | None:
     """The miss if ``run`` of ``dag`` was not finished by ``logical_date + dag.sla``.
 
     Deadlines older than ``lookback`` are ignored, so a fresh exporter does not report history.
@@ -59,8 +65,9 @@ def sla_miss(dag: DAG, run: DagRunRecord, now: datetime,
     return SlaMiss(dag.dag_id, run.run_id, run.logical_date, deadline, run.state)
 
 
-def stuck_reason(task_run: TaskRunRecord, time_limit: float | None,
-                 now: datetime) -> tuple[str, datetime] | None:
+def stuck_reason(
+    task_run: TaskRunRecord, time_limit: float | None, now: datetime
+) -> tuple[str, datetime] | None:
     """Why ``task_run`` is stuck and since when, or None if it is not."""
     if task_run.state != TASK_RUNNING:
         return None
@@ -73,8 +80,9 @@ def stuck_reason(task_run: TaskRunRecord, time_limit: float | None,
     return None
 
 
-def find_stuck(task_runs: list[TaskRunRecord], dag: DAG | None, default_time_limit: float,
-               now: datetime) -> list[StuckTaskRun]:
+def find_stuck(
+    task_runs: list[TaskRunRecord], dag: DAG | None, default_time_limit: float, now: datetime
+) -> list[StuckTaskRun]:
     """The stuck task runs among ``task_runs`` (of one DAG run of ``dag``)."""
     out: list[StuckTaskRun] = []
     for t in task_runs:
@@ -83,6 +91,7 @@ def find_stuck(task_runs: list[TaskRunRecord], dag: DAG | None, default_time_lim
         found = stuck_reason(t, limit, now)
         if found is not None:
             reason, since = found
-            out.append(StuckTaskRun(t.dedupe_key, t.dag_id, t.run_id, t.task_id, t.worker,
-                                    reason, since))
+            out.append(
+                StuckTaskRun(t.dedupe_key, t.dag_id, t.run_id, t.task_id, t.worker, reason, since)
+            )
     return out

@@ -37,17 +37,25 @@ _REDIS_SCHEMES = {"redis", "rediss", "unix"}
 def redis_client(url: str, timeout: float = 2.0) -> redis.Redis:
     """A redis-py client with short timeouts (a blip must not hang a poll)."""
     if urlsplit(url).scheme not in _REDIS_SCHEMES:
-        raise ValueError(f"the exporter reads Redis at redis://, rediss:// or unix:// URLs, not "
-                         f"{mask_url(url)}")
+        raise ValueError(
+            f"the exporter reads Redis at redis://, rediss:// or unix:// URLs, not {mask_url(url)}"
+        )
     return redis.Redis.from_url(url, socket_timeout=timeout, socket_connect_timeout=timeout)
 
 
 class Exporter:
     """Everything ``beatflow exporter`` runs; ``start()`` then ``serve()``/``stop()``."""
 
-    def __init__(self, settings: Settings, *, redis_interval: float = 5.0,
-                 db_interval: float = 15.0, worker_timeout: float = 10.0,
-                 dags_reload_interval: float = 60.0, load_dag_folder: bool = True) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        redis_interval: float = 5.0,
+        db_interval: float = 15.0,
+        worker_timeout: float = 10.0,
+        dags_reload_interval: float = 60.0,
+        load_dag_folder: bool = True,
+    ) -> None:
         self.settings = settings
         self.metrics = Metrics()
         self.redis_interval = redis_interval
@@ -56,8 +64,9 @@ class Exporter:
         self.load_dag_folder = load_dag_folder
         self.app = Celery("beatflow-exporter", set_as_current=False)
         self.app.conf.update(settings.celery_config())
-        self.handler = EventHandler(self.metrics, default_queue=settings.default_queue,
-                                    worker_timeout=worker_timeout)
+        self.handler = EventHandler(
+            self.metrics, default_queue=settings.default_queue, worker_timeout=worker_timeout
+        )
         self.follower = EventFollower(self.app, self.handler)
         self.layout = broker.QueueLayout.from_settings(settings)
         self.leader = broker.LeaderTracker()
@@ -81,10 +90,15 @@ class Exporter:
 
     def serve(self, host: str = "0.0.0.0", port: int | None = None) -> ThreadingHTTPServer:
         """Start the HTTP server on a thread; return it (``server_address`` has the port)."""
-        self._server = make_server(self.metrics.registry, self.health, host,
-                                   self.settings.metrics_port if port is None else port)
-        thread = threading.Thread(target=self._server.serve_forever, name="beatflow-http",
-                                  daemon=True)
+        self._server = make_server(
+            self.metrics.registry,
+            self.health,
+            host,
+            self.settings.metrics_port if port is None else port,
+        )
+        thread = threading.Thread(
+            target=self._server.serve_forever, name="beatflow-http", daemon=True
+        )
         thread.start()
         return self._server
 
@@ -114,8 +128,9 @@ class Exporter:
         return all(threads), {"threads_alive": all(threads), "sources": sources}
 
     def _spawn(self, name: str, interval: float, poll: Callable[[], None], source: str) -> None:
-        thread = threading.Thread(target=self._loop, args=(interval, poll, source), name=name,
-                                  daemon=True)
+        thread = threading.Thread(
+            target=self._loop, args=(interval, poll, source), name=name, daemon=True
+        )
         self._threads.append(thread)
         thread.start()
 
@@ -128,8 +143,11 @@ class Exporter:
             try:
                 poll()
                 if down_since is not None:
-                    log.info("%s is reachable again", source,
-                             extra={"event": "source_up", "source": source})
+                    log.info(
+                        "%s is reachable again",
+                        source,
+                        extra={"event": "source_up", "source": source},
+                    )
                 down_since = None
                 up.set(1)
                 polls.inc()
@@ -137,8 +155,13 @@ class Exporter:
                 up.set(0)
                 now = time.monotonic()
                 if down_since is None or now - last_log > 60:
-                    log.warning("cannot read %s: %s; retrying every %.1fs", source, exc,
-                                interval, extra={"event": "source_down", "source": source})
+                    log.warning(
+                        "cannot read %s: %s; retrying every %.1fs",
+                        source,
+                        exc,
+                        interval,
+                        extra={"event": "source_down", "source": source},
+                    )
                     last_log = now
                 down_since = down_since or now
             self._stop.wait(interval)
@@ -156,7 +179,8 @@ class Exporter:
         for queue in queues:
             self.metrics.queue_length.labels(queue_name=queue).set(lengths[queue])
             self.metrics.queue_backlog.labels(queue_name=queue).set(
-                lengths[queue] + flying.get(queue, 0))
+                lengths[queue] + flying.get(queue, 0)
+            )
         self._poll_leader()
 
     def _beat_client(self) -> redis.Redis:
@@ -175,10 +199,16 @@ class Exporter:
             self.metrics.beat_leader.labels(instance=instance).set(value)
         if failovers:
             self.metrics.beat_failovers.inc(failovers)
-            log.warning("beat failover: leadership moved %d time(s); leader now %s", failovers,
-                        reading.instance or "none",
-                        extra={"event": "beat_failover", "instance": reading.instance or "",
-                               "epoch": reading.epoch})
+            log.warning(
+                "beat failover: leadership moved %d time(s); leader now %s",
+                failovers,
+                reading.instance or "none",
+                extra={
+                    "event": "beat_failover",
+                    "instance": reading.instance or "",
+                    "epoch": reading.epoch,
+                },
+            )
 
     def first_sla_report(self, key: str) -> bool:
         """True the first time any exporter reports ``key`` (a shared set in Redis); True too
@@ -220,7 +250,10 @@ class Exporter:
             self._reload_dags()
         if self._poller is None:
             self._poller = ResultsPoller(
-                self.store, self.metrics, dags=self.dags,
+                self.store,
+                self.metrics,
+                dags=self.dags,
                 default_time_limit=float(self.settings.task_time_limit),
-                first_report=self.first_sla_report)
+                first_report=self.first_sla_report,
+            )
         self._poller.poll()

@@ -51,15 +51,17 @@ def has_auth(options: Any) -> bool:
 
 
 def apply_auth_default(options: Any, settings: Settings) -> None:
-    """Fill in basic auth from ``settings`` when nothing else is configured; exit if nothing can be."""
+    """Fill in basic auth from ``settings`` unless auth is configured; exit if it cannot be."""
     if has_auth(options):
         return
     if not settings.flower_password:
         print(f"error: {NO_PASSWORD}", file=sys.stderr)
         raise SystemExit(2)
     options.basic_auth = [f"{settings.flower_user}:{settings.flower_password}"]
-    log.info("Flower basic auth on for user %s (from BEATFLOW_FLOWER_USER/PASSWORD)",
-             settings.flower_user)
+    log.info(
+        "Flower basic auth on for user %s (from BEATFLOW_FLOWER_USER/PASSWORD)",
+        settings.flower_user,
+    )
 
 
 def install_auth_default(settings: Settings) -> None:

@@ -17,8 +17,9 @@ log = logging.getLogger(__name__)
 Health = Callable[[], tuple[bool, dict[str, Any]]]
 
 
-def make_server(registry: CollectorRegistry, health: Health, host: str,
-                port: int) -> ThreadingHTTPServer:
+def make_server(
+    registry: CollectorRegistry, health: Health, host: str, port: int
+) -> ThreadingHTTPServer:
     """An HTTP server (not started) answering /metrics and /healthz."""
 
     class Handler(BaseHTTPRequestHandler):

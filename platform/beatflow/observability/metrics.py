@@ -7,7 +7,7 @@ from __future__ import annotations
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, disable_created_metrics
 
 # ``*_created`` samples would double the series count and no dashboard uses them.
-disable_created_metrics()
+disable_created_metrics()  # type: ignore[no-untyped-call]
 
 # celery-exporter's counters: Celery event type -> metric name (the registry adds ``_total``)
 TASK_EVENT_COUNTERS = {
@@ -43,61 +43,86 @@ class Metrics:
             labels = (*TASK_LABELS, "exception") if event == "task-failed" else TASK_LABELS
             self.task_events[event] = Counter(name, doc, labels, registry=r)
         self.task_runtime = Histogram(
-            "celery_task_runtime", "Histogram of task runtime measurements.", TASK_LABELS,
+            "celery_task_runtime",
+            "Histogram of task runtime measurements.",
+            TASK_LABELS,
             registry=r,
         )
         self.worker_up = Gauge(
-            "celery_worker_up", "Indicates if a worker has recently sent a heartbeat.",
-            ["hostname"], registry=r,
+            "celery_worker_up",
+            "Indicates if a worker has recently sent a heartbeat.",
+            ["hostname"],
+            registry=r,
         )
         self.worker_tasks_active = Gauge(
-            "celery_worker_tasks_active", "The number of tasks the worker is currently processing",
-            ["hostname"], registry=r,
+            "celery_worker_tasks_active",
+            "The number of tasks the worker is currently processing",
+            ["hostname"],
+            registry=r,
         )
         self.queue_length = Gauge(
             "celery_queue_length",
             "Messages waiting in the broker queue, every priority sub-list included.",
-            ["queue_name"], registry=r,
+            ["queue_name"],
+            registry=r,
         )
         self.queue_backlog = Gauge(
             "beatflow_queue_backlog",
             "Work not done yet per queue: waiting in Redis + reserved by workers + running.",
-            ["queue_name"], registry=r,
+            ["queue_name"],
+            registry=r,
         )
         self.beat_leader = Gauge(
-            "beatflow_beat_leader", "1 for the beat instance that holds the scheduler lock.",
-            ["instance"], registry=r,
+            "beatflow_beat_leader",
+            "1 for the beat instance that holds the scheduler lock.",
+            ["instance"],
+            registry=r,
         )
         self.beat_failovers = Counter(
-            "beatflow_beat_failovers", "Times the beat lock moved to another holder.", registry=r,
+            "beatflow_beat_failovers",
+            "Times the beat lock moved to another holder.",
+            registry=r,
         )
         self.dag_runs_by_state = Gauge(
-            "beatflow_dag_runs_by_state", "DAG runs in the results database by DAG and state.",
-            ["dag", "state"], registry=r,
+            "beatflow_dag_runs_by_state",
+            "DAG runs in the results database by DAG and state.",
+            ["dag", "state"],
+            registry=r,
         )
         self.dag_runs = Counter(
-            "beatflow_dag_runs", "DAG runs that finished, by final state (from worker events).",
-            ["dag", "state"], registry=r,
+            "beatflow_dag_runs",
+            "DAG runs that finished, by final state (from worker events).",
+            ["dag", "state"],
+            registry=r,
         )
         self.dag_run_duration = Histogram(
-            "beatflow_dag_run_duration_seconds", "Duration of finished DAG runs.", ["dag"],
-            buckets=DAG_RUN_BUCKETS, registry=r,
+            "beatflow_dag_run_duration_seconds",
+            "Duration of finished DAG runs.",
+            ["dag"],
+            buckets=DAG_RUN_BUCKETS,
+            registry=r,
         )
         self.task_runs = Counter(
             "beatflow_task_runs",
             "Task run outcomes (success, up_for_retry, failed, skipped, upstream_failed).",
-            ["dag", "task", "state"], registry=r,
+            ["dag", "task", "state"],
+            registry=r,
         )
         self.duplicate_deliveries = Counter(
             "beatflow_duplicate_deliveries",
             "Messages for a task run that had already finished (not run again).",
-            ["dag", "task"], registry=r,
+            ["dag", "task"],
+            registry=r,
         )
         self.dead_letters = Gauge(
-            "beatflow_dead_letters", "Dead letters not replayed yet.", registry=r,
+            "beatflow_dead_letters",
+            "Dead letters not replayed yet.",
+            registry=r,
         )
         self.sla_misses = Counter(
-            "beatflow_sla_misses", "DAG runs not finished by logical date + SLA.", ["dag"],
+            "beatflow_sla_misses",
+            "DAG runs not finished by logical date + SLA.",
+            ["dag"],
             registry=r,
         )
         self.stuck_task_runs = Gauge(
@@ -108,14 +133,19 @@ class Metrics:
         self.source_up = Gauge(
             "beatflow_exporter_source_up",
             "1 while the exporter can read this source (events, redis, database).",
-            ["source"], registry=r,
+            ["source"],
+            registry=r,
         )
         self.polls = Counter(
-            "beatflow_exporter_polls", "Completed polls of a source (redis, database).",
-            ["source"], registry=r,
+            "beatflow_exporter_polls",
+            "Completed polls of a source (redis, database).",
+            ["source"],
+            registry=r,
         )
         self.events_seen = Counter(
-            "beatflow_exporter_events", "Celery events processed by the exporter.", registry=r,
+            "beatflow_exporter_events",
+            "Celery events processed by the exporter.",
+            registry=r,
         )
         self.event_lag = Gauge(
             "beatflow_exporter_event_lag_seconds",

@@ -27,12 +27,17 @@ class ResultsPoller:
     """One ``poll()`` reads the database and updates the gauges; raises StoreError on failure
     (the caller marks the source down and retries)."""
 
-    def __init__(self, store: Store, metrics: Metrics, *,
-                 dags: Callable[[], Mapping[str, DAG]],
-                 default_time_limit: float,
-                 first_report: Callable[[str], bool] | None = None,
-                 clock: Callable[[], datetime] = lambda: datetime.now(UTC),
-                 sla_lookback: timedelta = timedelta(days=1)) -> None:
+    def __init__(
+        self,
+        store: Store,
+        metrics: Metrics,
+        *,
+        dags: Callable[[], Mapping[str, DAG]],
+        default_time_limit: float,
+        first_report: Callable[[str], bool] | None = None,
+        clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+        sla_lookback: timedelta = timedelta(days=1),
+    ) -> None:
         self.store = store
         self.metrics = metrics
         self.dags = dags
@@ -48,8 +53,9 @@ class ResultsPoller:
         now = self.clock()
         self._count_runs()
         self.metrics.dead_letters.set(self.store.count_dead_letters())
-        active = (self.store.list_dag_runs(state="running", limit=RUNS_SCANNED)
-                  + self.store.list_dag_runs(state="queued", limit=RUNS_SCANNED))
+        active = self.store.list_dag_runs(
+            state="running", limit=RUNS_SCANNED
+        ) + self.store.list_dag_runs(state="queued", limit=RUNS_SCANNED)
         self._check_stuck(active, now)
         recent = self.store.list_dag_runs(limit=RUNS_SCANNED)
         self._check_sla({(r.dag_id, r.run_id): r for r in [*recent, *active]}.values(), now)
@@ -60,7 +66,8 @@ class ResultsPoller:
         for dag in dags:
             for state in DAG_RUN_STATES:
                 self.metrics.dag_runs_by_state.labels(dag=dag, state=state).set(
-                    counts.get((dag, state), 0))
+                    counts.get((dag, state), 0)
+                )
                 self._series.add((dag, state))
 
     # ------------------------------------------------------------------ stuck task runs
@@ -71,8 +78,12 @@ class ResultsPoller:
         for run in active:
             if run.state != "running":
                 continue
-            for stuck in find_stuck(self.store.get_task_runs(run.dag_id, run.run_id),
-                                    dags.get(run.dag_id), self.default_time_limit, now):
+            for stuck in find_stuck(
+                self.store.get_task_runs(run.dag_id, run.run_id),
+                dags.get(run.dag_id),
+                self.default_time_limit,
+                now,
+            ):
                 found[stuck.dedupe_key] = stuck
         # runs beyond the scanned window still count through the store's own query
         lease_total = self.store.count_stuck_task_runs(now)
@@ -81,12 +92,20 @@ class ResultsPoller:
         for key, stuck in found.items():
             if key not in self._stuck:
                 log.warning(
-                    "task run %s is stuck (%s since %s, worker %s)", key, stuck.reason,
-                    stuck.since.isoformat(), stuck.worker or "unknown",
-                    extra={"event": "stuck_task_run", "dag_id": stuck.dag_id,
-                           "run_id": stuck.run_id, "task_id": stuck.task_id,
-                           "dedupe_key": key, "reason": stuck.reason,
-                           "worker": stuck.worker or ""},
+                    "task run %s is stuck (%s since %s, worker %s)",
+                    key,
+                    stuck.reason,
+                    stuck.since.isoformat(),
+                    stuck.worker or "unknown",
+                    extra={
+                        "event": "stuck_task_run",
+                        "dag_id": stuck.dag_id,
+                        "run_id": stuck.run_id,
+                        "task_id": stuck.task_id,
+                        "dedupe_key": key,
+                        "reason": stuck.reason,
+                        "worker": stuck.worker or "",
+                    },
                 )
         self._stuck = set(found)
 
@@ -112,17 +131,32 @@ class ResultsPoller:
         self.metrics.sla_misses.labels(dag=miss.dag_id).inc()
         log.warning(
             "DAG run %s missed its SLA: not finished by %s (logical date %s + %s); state %s",
-            miss.key, miss.deadline.isoformat(), miss.logical_date.isoformat(), dag.sla,
+            miss.key,
+            miss.deadline.isoformat(),
+            miss.logical_date.isoformat(),
+            dag.sla,
             miss.state,
-            extra={"event": "sla_miss", "dag_id": miss.dag_id, "run_id": miss.run_id,
-                   "deadline": miss.deadline.isoformat(), "state": miss.state},
+            extra={
+                "event": "sla_miss",
+                "dag_id": miss.dag_id,
+                "run_id": miss.run_id,
+                "deadline": miss.deadline.isoformat(),
+                "state": miss.state,
+            },
         )
         if dag.on_sla_miss is None:
             return
         try:
-            dag.on_sla_miss(dag_id=miss.dag_id, run_id=miss.run_id,
-                            logical_date=miss.logical_date, deadline=miss.deadline,
-                            state=miss.state)
+            dag.on_sla_miss(
+                dag_id=miss.dag_id,
+                run_id=miss.run_id,
+                logical_date=miss.logical_date,
+                deadline=miss.deadline,
+                state=miss.state,
+            )
         except Exception:  # noqa: BLE001 - a user's callback must not stop the exporter
-            log.exception("on_sla_miss callback of DAG %s raised", miss.dag_id,
-                          extra={"dag_id": miss.dag_id, "run_id": miss.run_id})
+            log.exception(
+                "on_sla_miss callback of DAG %s raised",
+                miss.dag_id,
+                extra={"dag_id": miss.dag_id, "run_id": miss.run_id},
+            )

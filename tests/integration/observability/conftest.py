@@ -55,9 +55,21 @@ def http_json(url: str) -> tuple[int, dict[str, object]]:
 
 
 def exporter_proc(tmp: Path, env: Mapping[str, str], *extra: str) -> procs.Proc:
-    argv = [sys.executable, "-c", "import sys; from beatflow.cli import main; sys.exit(main())",
-            "exporter", "--host", "127.0.0.1", "--redis-interval", "0.2", "--db-interval", "0.3",
-            "--worker-timeout", "5", *extra]
+    argv = [
+        sys.executable,
+        "-c",
+        "import sys; from beatflow.cli import main; sys.exit(main())",
+        "exporter",
+        "--host",
+        "127.0.0.1",
+        "--redis-interval",
+        "0.2",
+        "--db-interval",
+        "0.3",
+        "--worker-timeout",
+        "5",
+        *extra,
+    ]
     name = f"exporter-{uuid.uuid4().hex[:6]}"
     return procs.Proc(argv, procs.beatflow_env(env), tmp / f"{name}.log", name=name)
 
@@ -88,8 +100,9 @@ class Observed:
     def scrape(self) -> Samples:
         return scrape(self.metrics_url)
 
-    def wait_metric(self, name: str, expected: float, timeout: float = 30.0,
-                    **labels: str) -> Samples:
+    def wait_metric(
+        self, name: str, expected: float, timeout: float = 30.0, **labels: str
+    ) -> Samples:
         """Scrape until ``name{labels}`` (summed) reaches ``expected``; return that scrape."""
         last: list[float] = []
 
@@ -100,27 +113,40 @@ class Observed:
             return samples if value >= expected else None
 
         try:
-            return procs.wait_for(reached, timeout=timeout, interval=0.1,  # type: ignore[return-value]
-                                  message=f"{name}{labels} >= {expected}")
+            return procs.wait_for(
+                reached,
+                timeout=timeout,
+                interval=0.1,  # type: ignore[return-value]
+                message=f"{name}{labels} >= {expected}",
+            )
         except TimeoutError as exc:
             raise AssertionError(
                 f"{name}{labels} is {last} after {timeout}s, expected {expected}\n"
-                f"exporter log:\n{self.exporter.log()[-3000:]}") from exc
+                f"exporter log:\n{self.exporter.log()[-3000:]}"
+            ) from exc
 
 
 @pytest.fixture(scope="module")
-def observed(redis_server: services.RedisServer, postgres_server: services.PostgresServer,
-             tmp_path_factory: pytest.TempPathFactory) -> Iterator[Observed]:
+def observed(
+    redis_server: services.RedisServer,
+    postgres_server: services.PostgresServer,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[Observed]:
     tmp = tmp_path_factory.mktemp("observed")
     redis_url = redis_server.fresh_db_url()
     db_name = f"bf_{uuid.uuid4().hex[:12]}"
     db_url = postgres_server.create_database(db_name)
     queue = f"q{uuid.uuid4().hex[:6]}"
     port = services.free_port()
-    env = {"BEATFLOW_BROKER_URL": redis_url, "BEATFLOW_DATABASE_URL": db_url,
-           "BEATFLOW_DAGS_FOLDER": str(DAGS), "BEATFLOW_QUEUES": queue,
-           "BEATFLOW_LEASE_SECONDS": "5", "BEATFLOW_TEST_MARKS": str(tmp / "marks"),
-           "BEATFLOW_METRICS_PORT": str(port)}
+    env = {
+        "BEATFLOW_BROKER_URL": redis_url,
+        "BEATFLOW_DATABASE_URL": db_url,
+        "BEATFLOW_DAGS_FOLDER": str(DAGS),
+        "BEATFLOW_QUEUES": queue,
+        "BEATFLOW_LEASE_SECONDS": "5",
+        "BEATFLOW_TEST_MARKS": str(tmp / "marks"),
+        "BEATFLOW_METRICS_PORT": str(port),
+    }
     settings = Settings.from_env(env)
     app = create_app(settings)
     from beatflow.store import Store
@@ -132,8 +158,15 @@ def observed(redis_server: services.RedisServer, postgres_server: services.Postg
     try:
         wait_exporter_ready(exporter, base)
         procs.wait_worker_ready(app, worker)
-        yield Observed(app=app, settings=settings, env=env, worker=worker, exporter=exporter,
-                       metrics_url=base + "/metrics", marks=tmp / "marks")
+        yield Observed(
+            app=app,
+            settings=settings,
+            env=env,
+            worker=worker,
+            exporter=exporter,
+            metrics_url=base + "/metrics",
+            marks=tmp / "marks",
+        )
     finally:
         worker.stop()
         exporter.stop()

@@ -31,8 +31,12 @@ def test_queue_length_sums_every_priority_list_of_the_queue(redis_url: str) -> N
     client = redis.Redis.from_url(redis_url)
     layout = broker.QueueLayout.from_settings(settings)
     assert client.llen("default") == 1  # what a bare LLEN (celery-exporter, KEDA) would say
-    assert layout.lists("default") == ["default", "default\x06\x163", "default\x06\x166",
-                                       "default\x06\x169"]
+    assert layout.lists("default") == [
+        "default",
+        "default\x06\x163",
+        "default\x06\x166",
+        "default\x06\x169",
+    ]
     assert broker.queue_lengths(client, layout, ("default", "io")) == {"default": 5, "io": 1}
 
 

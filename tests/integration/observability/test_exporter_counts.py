@@ -21,21 +21,28 @@ def test_a_dag_with_one_retry_and_one_failure_moves_each_counter_by_its_amount(
     final = follow_run(observed.app, "obs_counts", run.run_id, timeout=60)
     assert final.state == "failed"
 
-    after = observed.wait_metric("beatflow_dag_runs_total", 1 + before.total(
-        "beatflow_dag_runs_total", dag="obs_counts"), dag="obs_counts")
-    after = observed.wait_metric("beatflow_dag_runs_by_state", 1, dag="obs_counts",
-                                 state="failed")
+    after = observed.wait_metric(
+        "beatflow_dag_runs_total",
+        1 + before.total("beatflow_dag_runs_total", dag="obs_counts"),
+        dag="obs_counts",
+    )
+    after = observed.wait_metric("beatflow_dag_runs_by_state", 1, dag="obs_counts", state="failed")
 
     def moved(metric: str, /, **labels: str) -> float:
         return after.total(metric, **labels) - before.total(metric, **labels)
 
     # beatflow's own view: one retry then success, one final failure, one failed DAG run
-    assert moved("beatflow_task_runs_total", dag="obs_counts", task="retried_once",
-                 state="up_for_retry") == 1
-    assert moved("beatflow_task_runs_total", dag="obs_counts", task="retried_once",
-                 state="success") == 1
-    assert moved("beatflow_task_runs_total", dag="obs_counts", task="fails",
-                 state="failed") == 1
+    assert (
+        moved(
+            "beatflow_task_runs_total", dag="obs_counts", task="retried_once", state="up_for_retry"
+        )
+        == 1
+    )
+    assert (
+        moved("beatflow_task_runs_total", dag="obs_counts", task="retried_once", state="success")
+        == 1
+    )
+    assert moved("beatflow_task_runs_total", dag="obs_counts", task="fails", state="failed") == 1
     assert moved("beatflow_task_runs_total", dag="obs_counts") == 3
     assert moved("beatflow_dag_runs_total", dag="obs_counts", state="failed") == 1
     assert moved("beatflow_dag_runs_total", dag="obs_counts", state="success") == 0
@@ -59,8 +66,9 @@ def test_a_dag_with_one_retry_and_one_failure_moves_each_counter_by_its_amount(
     assert moved("celery_task_received_total", name=name, queue_name=queue) == 2
 
     node = f"{observed.worker.name}@"
-    workers_up = {dict(ls)["hostname"]: v for (n, ls), v in after.items()
-                  if n == "celery_worker_up"}
+    workers_up = {
+        dict(ls)["hostname"]: v for (n, ls), v in after.items() if n == "celery_worker_up"
+    }
     assert [v for h, v in workers_up.items() if h.startswith(node)] == [1.0]
     assert after.get_value("beatflow_exporter_source_up", source="events") == 1
     assert after.get_value("beatflow_exporter_source_up", source="redis") == 1
@@ -78,8 +86,11 @@ def test_a_log_line_from_inside_a_task_run_is_json_with_the_correlation_ids(
 ) -> None:
     run = trigger_dag(observed.app, "obs_counts")
     follow_run(observed.app, "obs_counts", run.run_id, timeout=60)
-    lines = [json.loads(line) for line in observed.worker.log().splitlines()
-             if line.startswith("{") and run.run_id in line]
+    lines = [
+        json.loads(line)
+        for line in observed.worker.log().splitlines()
+        if line.startswith("{") and run.run_id in line
+    ]
     user_lines = [r for r in lines if r["message"] == "about to fail"]
     assert len(user_lines) == 1
     line = user_lines[0]
@@ -90,7 +101,10 @@ def test_a_log_line_from_inside_a_task_run_is_json_with_the_correlation_ids(
     assert line["celery_task_id"]
     assert line["dedupe_key"] == f"obs_counts/{run.run_id}/fails"
     # Celery's own line about the same task run carries the ids too
-    celery_lines = [r for r in lines if r["logger"].startswith("celery")
-                    and r.get("celery_task_id") == line["celery_task_id"]]
+    celery_lines = [
+        r
+        for r in lines
+        if r["logger"].startswith("celery") and r.get("celery_task_id") == line["celery_task_id"]
+    ]
     assert celery_lines, "no Celery log line carries the task's correlation ids"
     assert all(r["run_id"] == run.run_id and r["task_id"] == "fails" for r in celery_lines)

@@ -32,21 +32,30 @@ def _status(url: str, user: str | None = None, password: str = "") -> int:
 
 
 def _env(redis_url: str, tmp_path: Path, **extra: str) -> dict[str, str]:
-    return procs.beatflow_env({"BEATFLOW_BROKER_URL": redis_url,
-                               "BEATFLOW_DATABASE_URL": f"sqlite:///{tmp_path / 'bf.db'}",
-                               "BEATFLOW_DAGS_FOLDER": str(tmp_path), **extra})
+    return procs.beatflow_env(
+        {
+            "BEATFLOW_BROKER_URL": redis_url,
+            "BEATFLOW_DATABASE_URL": f"sqlite:///{tmp_path / 'bf.db'}",
+            "BEATFLOW_DAGS_FOLDER": str(tmp_path),
+            **extra,
+        }
+    )
 
 
 def test_flower_answers_401_without_credentials_and_200_with_the_configured_ones(
-    redis_url: str, tmp_path: Path,
+    redis_url: str,
+    tmp_path: Path,
 ) -> None:
     port = services.free_port()
-    env = _env(redis_url, tmp_path, BEATFLOW_FLOWER_USER="ops",
-               BEATFLOW_FLOWER_PASSWORD="s3cret-pw")
-    flower = procs.Proc([*FLOWER, f"--port={port}"], env, tmp_path / "flower.log",
-                        name="flower").start()
+    env = _env(
+        redis_url, tmp_path, BEATFLOW_FLOWER_USER="ops", BEATFLOW_FLOWER_PASSWORD="s3cret-pw"
+    )
+    flower = procs.Proc(
+        [*FLOWER, f"--port={port}"], env, tmp_path / "flower.log", name="flower"
+    ).start()
     base = f"http://127.0.0.1:{port}"
     try:
+
         def up() -> bool:
             if flower.popen is not None and flower.popen.poll() is not None:
                 raise RuntimeError(f"flower exited:\n{flower.log()}")
@@ -67,25 +76,37 @@ def test_flower_answers_401_without_credentials_and_200_with_the_configured_ones
 
 
 def test_flower_without_a_password_refuses_to_start_and_says_why(
-    redis_url: str, tmp_path: Path,
+    redis_url: str,
+    tmp_path: Path,
 ) -> None:
     port = services.free_port()
-    result = subprocess.run([*FLOWER, f"--port={port}"], env=_env(redis_url, tmp_path),
-                            capture_output=True, text=True, timeout=60, check=False)
+    result = subprocess.run(
+        [*FLOWER, f"--port={port}"],
+        env=_env(redis_url, tmp_path),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
     assert result.returncode == 2
     assert "refuses to start Flower without authentication" in result.stderr
     assert "BEATFLOW_FLOWER_PASSWORD" in result.stderr
 
 
 def test_flowers_own_basic_auth_flag_still_works_without_beatflow_settings(
-    redis_url: str, tmp_path: Path,
+    redis_url: str,
+    tmp_path: Path,
 ) -> None:
     port = services.free_port()
-    flower = procs.Proc([*FLOWER, f"--port={port}", "--basic_auth=me:mine"],
-                        _env(redis_url, tmp_path), tmp_path / "flower2.log",
-                        name="flower2").start()
+    flower = procs.Proc(
+        [*FLOWER, f"--port={port}", "--basic_auth=me:mine"],
+        _env(redis_url, tmp_path),
+        tmp_path / "flower2.log",
+        name="flower2",
+    ).start()
     base = f"http://127.0.0.1:{port}"
     try:
+
         def up() -> bool:
             if flower.popen is not None and flower.popen.poll() is not None:
                 raise RuntimeError(f"flower exited:\n{flower.log()}")

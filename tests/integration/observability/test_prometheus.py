@@ -54,15 +54,21 @@ def _alerts(base: str) -> list[dict[str, Any]]:
 
 
 def test_prometheus_scrapes_the_exporter_and_fires_beatflow_alerts(
-    redis_url: str, postgres_url: str, tmp_path: Path,
+    redis_url: str,
+    postgres_url: str,
+    tmp_path: Path,
 ) -> None:
     binary = _prometheus_binary()
     store = Store(postgres_url)
     store.upgrade()
     port, prom_port = services.free_port(), services.free_port()
-    env = {"BEATFLOW_BROKER_URL": redis_url, "BEATFLOW_DATABASE_URL": postgres_url,
-           "BEATFLOW_DAGS_FOLDER": str(ROOT / "tests/dags"), "BEATFLOW_METRICS_PORT": str(port),
-           "BEATFLOW_TEST_MARKS": str(tmp_path / "marks")}
+    env = {
+        "BEATFLOW_BROKER_URL": redis_url,
+        "BEATFLOW_DATABASE_URL": postgres_url,
+        "BEATFLOW_DAGS_FOLDER": str(ROOT / "tests/dags"),
+        "BEATFLOW_METRICS_PORT": str(port),
+        "BEATFLOW_TEST_MARKS": str(tmp_path / "marks"),
+    }
     exporter = exporter_proc(tmp_path, env).start()
     config = tmp_path / "prometheus.yml"
     config.write_text(
@@ -72,9 +78,16 @@ def test_prometheus_scrapes_the_exporter_and_fires_beatflow_alerts(
         f"  - job_name: beatflow\n    static_configs: [{{targets: ['127.0.0.1:{port}']}}]\n"
     )
     prometheus = procs.Proc(
-        [binary, f"--config.file={config}", f"--storage.tsdb.path={tmp_path / 'data'}",
-         f"--web.listen-address=127.0.0.1:{prom_port}"],
-        dict(os.environ), tmp_path / "prometheus.log", name="prometheus").start()
+        [
+            binary,
+            f"--config.file={config}",
+            f"--storage.tsdb.path={tmp_path / 'data'}",
+            f"--web.listen-address=127.0.0.1:{prom_port}",
+        ],
+        dict(os.environ),
+        tmp_path / "prometheus.log",
+        name="prometheus",
+    ).start()
     base = f"http://127.0.0.1:{prom_port}"
     try:
         wait_exporter_ready(exporter, f"http://127.0.0.1:{port}")
@@ -88,23 +101,48 @@ def test_prometheus_scrapes_the_exporter_and_fires_beatflow_alerts(
 
         procs.wait_for(ready, timeout=60, message=f"prometheus ready\n{prometheus.log()}")
         # the SLA counter's zero must be scraped first, so the miss is an increase
-        procs.wait_for(lambda: _query(base, 'beatflow_sla_misses_total{dag="obs_sla"}') == [0.0],
-                       timeout=30, message="prometheus to scrape the exporter")
+        procs.wait_for(
+            lambda: _query(base, 'beatflow_sla_misses_total{dag="obs_sla"}') == [0.0],
+            timeout=30,
+            message="prometheus to scrape the exporter",
+        )
 
-        store.create_dag_run("obs_sla", "late", logical_date=datetime.now(UTC) - timedelta(seconds=30))
-        store.add_dead_letter(dedupe_key="obs_counts/r/fails", dag_id="obs_counts", run_id="r",
-                              task_id="fails", map_index=-1, args={}, conf={},
-                              error="ValueError: boom", traceback=None, tries=1)
+        late = datetime.now(UTC) - timedelta(seconds=30)
+        store.create_dag_run("obs_sla", "late", logical_date=late)
+        store.add_dead_letter(
+            dedupe_key="obs_counts/r/fails",
+            dag_id="obs_counts",
+            run_id="r",
+            task_id="fails",
+            map_index=-1,
+            args={},
+            conf={},
+            error="ValueError: boom",
+            traceback=None,
+            tries=1,
+        )
 
         def alert(name: str, state: str) -> dict[str, Any] | None:
-            return next((a for a in _alerts(base)
-                         if a["labels"]["alertname"] == name and a["state"] == state), None)
+            return next(
+                (
+                    a
+                    for a in _alerts(base)
+                    if a["labels"]["alertname"] == name and a["state"] == state
+                ),
+                None,
+            )
 
-        sla = procs.wait_for(lambda: alert("BeatflowDagSlaMissed", "firing"), timeout=60,
-                             message="BeatflowDagSlaMissed to fire")
+        sla = procs.wait_for(
+            lambda: alert("BeatflowDagSlaMissed", "firing"),
+            timeout=60,
+            message="BeatflowDagSlaMissed to fire",
+        )
         assert sla["labels"]["dag"] == "obs_sla"  # type: ignore[index]
-        procs.wait_for(lambda: alert("BeatflowDeadLettersPresent", "pending"), timeout=60,
-                       message="BeatflowDeadLettersPresent to be pending")
+        procs.wait_for(
+            lambda: alert("BeatflowDeadLettersPresent", "pending"),
+            timeout=60,
+            message="BeatflowDeadLettersPresent to be pending",
+        )
         assert _query(base, "beatflow_dead_letters") == [1.0]
 
         groups = _api(base, "rules")["groups"]

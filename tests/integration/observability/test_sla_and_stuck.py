@@ -63,14 +63,22 @@ def test_task_runs_with_an_expired_lease_or_past_their_time_limit_are_reported_a
     for run_id, store in (("dead-worker", short), ("hung-task", long)):
         store.create_dag_run("obs_stuck", run_id, logical_date=datetime.now(UTC))
         store.mark_dag_run_running("obs_stuck", run_id)
-        claim = store.claim_task_run(f"obs_stuck/{run_id}/limited", dag_id="obs_stuck",
-                                     run_id=run_id, task_id="limited", worker="ghost@nowhere")
+        claim = store.claim_task_run(
+            f"obs_stuck/{run_id}/limited",
+            dag_id="obs_stuck",
+            run_id=run_id,
+            task_id="limited",
+            worker="ghost@nowhere",
+        )
         assert claim.outcome == "run"
         tokens[run_id] = claim.token
 
     observed.wait_metric("beatflow_stuck_task_runs", 2)
-    procs.wait_for(lambda: len(_events(observed, "stuck_task_run")) >= 2, timeout=10,
-                   message="two stuck_task_run log events")
+    procs.wait_for(
+        lambda: len(_events(observed, "stuck_task_run")) >= 2,
+        timeout=10,
+        message="two stuck_task_run log events",
+    )
     _wait_polls(observed, 3)
     events = {e["run_id"]: e for e in _events(observed, "stuck_task_run")}
     assert len(_events(observed, "stuck_task_run")) == 2  # each reported once
@@ -79,9 +87,13 @@ def test_task_runs_with_an_expired_lease_or_past_their_time_limit_are_reported_a
     assert events["hung-task"]["worker"] == "ghost@nowhere"
 
     for run_id, store in (("dead-worker", short), ("hung-task", long)):
-        store.finish_task_run(f"obs_stuck/{run_id}/limited", tokens[run_id], state="failed",
-                              error="gave up")
-    procs.wait_for(lambda: observed.scrape().get_value("beatflow_stuck_task_runs") == 0,
-                   timeout=10, message="the stuck gauge to fall back to 0")
+        store.finish_task_run(
+            f"obs_stuck/{run_id}/limited", tokens[run_id], state="failed", error="gave up"
+        )
+    procs.wait_for(
+        lambda: observed.scrape().get_value("beatflow_stuck_task_runs") == 0,
+        timeout=10,
+        message="the stuck gauge to fall back to 0",
+    )
     short.close()
     long.close()

@@ -21,13 +21,18 @@ pytestmark = pytest.mark.slow
 
 
 def test_the_exporter_survives_redis_and_database_outages_and_reports_them(
-    own_redis: services.OwnedRedis, own_postgres: services.OwnedPostgres,
+    own_redis: services.OwnedRedis,
+    own_postgres: services.OwnedPostgres,
     tmp_path: object,
 ) -> None:
     Store(own_postgres.url).upgrade()
     port = services.free_port()
-    env = {"BEATFLOW_BROKER_URL": own_redis.url, "BEATFLOW_DATABASE_URL": own_postgres.url,
-           "BEATFLOW_DAGS_FOLDER": "tests/dags", "BEATFLOW_METRICS_PORT": str(port)}
+    env = {
+        "BEATFLOW_BROKER_URL": own_redis.url,
+        "BEATFLOW_DATABASE_URL": own_postgres.url,
+        "BEATFLOW_DAGS_FOLDER": "tests/dags",
+        "BEATFLOW_METRICS_PORT": str(port),
+    }
     exporter = exporter_proc(tmp_path, env).start()  # type: ignore[arg-type]
     base = f"http://127.0.0.1:{port}"
 
@@ -35,8 +40,12 @@ def test_the_exporter_survives_redis_and_database_outages_and_reports_them(
         return scrape(base + "/metrics").get_value("beatflow_exporter_source_up", source=source)
 
     def wait_up(source: str, value: float) -> None:
-        wait_for(lambda: up(source) == value, timeout=30, interval=0.1,
-                 message=f"source {source} up={value}")
+        wait_for(
+            lambda: up(source) == value,
+            timeout=30,
+            interval=0.1,
+            message=f"source {source} up={value}",
+        )
 
     try:
         wait_exporter_ready(exporter, base)

@@ -13,14 +13,34 @@ NOW = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
 
 
 def _run(state: str, logical: datetime | None, ended: datetime | None = None) -> DagRunRecord:
-    return DagRunRecord("etl", "r1", logical, "scheduled", {}, state, logical or NOW, logical,
-                        ended, None)
+    return DagRunRecord(
+        "etl", "r1", logical, "scheduled", {}, state, logical or NOW, logical, ended, None
+    )
 
 
-def _task(state: str, started: datetime, lease: datetime | None, task_id: str = "load",
-          ) -> TaskRunRecord:
-    return TaskRunRecord(f"etl/r1/{task_id}", "etl", "r1", task_id, -1, state, 1, "w1@h", "c1",
-                         lease, started, None, None, None, None)
+def _task(
+    state: str,
+    started: datetime,
+    lease: datetime | None,
+    task_id: str = "load",
+) -> TaskRunRecord:
+    return TaskRunRecord(
+        f"etl/r1/{task_id}",
+        "etl",
+        "r1",
+        task_id,
+        -1,
+        state,
+        1,
+        "w1@h",
+        "c1",
+        lease,
+        started,
+        None,
+        None,
+        None,
+        None,
+    )
 
 
 def test_a_run_still_going_after_logical_date_plus_sla_missed_it() -> None:
@@ -63,13 +83,14 @@ def test_a_running_task_run_with_an_expired_lease_or_past_its_time_limit_is_stuc
     ]
     stuck = find_stuck(runs, dag, default_time_limit=360, now=NOW)
     assert [(s.task_id, s.reason) for s in stuck] == [
-        ("load", "lease_expired"), ("load", "past_time_limit")]
+        ("load", "lease_expired"),
+        ("load", "past_time_limit"),
+    ]
 
 
 def test_the_leader_tracker_counts_each_epoch_step_after_the_first_reading_as_a_failover() -> None:
     t = LeaderTracker()
-    assert t.observe(Leader("beat-1", 3, ("beat-1", "beat-2"))) == (
-        {"beat-1": 1, "beat-2": 0}, 0)
+    assert t.observe(Leader("beat-1", 3, ("beat-1", "beat-2"))) == ({"beat-1": 1, "beat-2": 0}, 0)
     assert t.observe(Leader(None, 3, ("beat-2",))) == ({"beat-1": 0, "beat-2": 0}, 0)
     assert t.observe(Leader("beat-2", 4, ("beat-2",))) == ({"beat-1": 0, "beat-2": 1}, 1)
     # two changes between readings count twice

@@ -16,8 +16,9 @@ class Clock:
 
 
 def _handler(clock: Clock | None = None) -> EventHandler:
-    return EventHandler(Metrics(), default_queue="default", worker_timeout=10.0,
-                        clock=clock or Clock())
+    return EventHandler(
+        Metrics(), default_queue="default", worker_timeout=10.0, clock=clock or Clock()
+    )
 
 
 def value(h: EventHandler, metric: str, /, **labels: str) -> float:
@@ -26,33 +27,60 @@ def value(h: EventHandler, metric: str, /, **labels: str) -> float:
 
 def test_a_task_sent_to_a_queue_counts_its_later_events_under_that_queue() -> None:
     h = _handler()
-    h.handle({"type": "task-sent", "uuid": "u1", "name": "etl.load", "queue": "io",
-              "hostname": "web-1", "timestamp": 999.0})
+    h.handle(
+        {
+            "type": "task-sent",
+            "uuid": "u1",
+            "name": "etl.load",
+            "queue": "io",
+            "hostname": "web-1",
+            "timestamp": 999.0,
+        }
+    )
     for kind in ("task-received", "task-started"):
         h.handle({"type": kind, "uuid": "u1", "hostname": "w1@host", "timestamp": 999.5})
     h.handle({"type": "task-succeeded", "uuid": "u1", "hostname": "w1@host", "runtime": 0.25})
     labels = {"name": "etl.load", "hostname": "w1@host", "queue_name": "io"}
-    assert value(h, "celery_task_sent_total", name="etl.load", hostname="web-1",
-                 queue_name="io") == 1
+    assert (
+        value(h, "celery_task_sent_total", name="etl.load", hostname="web-1", queue_name="io") == 1
+    )
     assert value(h, "celery_task_received_total", **labels) == 1
     assert value(h, "celery_task_started_total", **labels) == 1
     assert value(h, "celery_task_succeeded_total", **labels) == 1
     assert value(h, "celery_task_runtime_count", **labels) == 1
     assert value(h, "celery_task_runtime_sum", **labels) == 0.25
     # the other counters exist at zero so a first failure shows as an increase
-    assert h.metrics.registry.get_sample_value("celery_task_failed_total",
-                                               {**labels, "exception": ""}) == 0.0
+    assert (
+        h.metrics.registry.get_sample_value("celery_task_failed_total", {**labels, "exception": ""})
+        == 0.0
+    )
     assert value(h, "beatflow_exporter_events_total") == 4
 
 
-def test_a_failure_is_labelled_with_its_exception_class_and_unknown_queues_use_the_default(
-) -> None:
+def test_a_failure_is_labelled_with_its_exception_class_and_unknown_queues_use_the_default() -> (
+    None
+):
     h = _handler()
     h.handle({"type": "task-received", "uuid": "u2", "name": "etl.load", "hostname": "w1@h"})
-    h.handle({"type": "task-failed", "uuid": "u2", "hostname": "w1@h",
-              "exception": "ValueError('bad row 7')"})
-    assert value(h, "celery_task_failed_total", name="etl.load", hostname="w1@h",
-                 queue_name="default", exception="ValueError") == 1
+    h.handle(
+        {
+            "type": "task-failed",
+            "uuid": "u2",
+            "hostname": "w1@h",
+            "exception": "ValueError('bad row 7')",
+        }
+    )
+    assert (
+        value(
+            h,
+            "celery_task_failed_total",
+            name="etl.load",
+            hostname="w1@h",
+            queue_name="default",
+            exception="ValueError",
+        )
+        == 1
+    )
 
 
 def test_exception_names_are_bounded_class_names() -> None:
@@ -66,13 +94,27 @@ def test_beatflow_events_count_task_runs_duplicates_and_dag_runs() -> None:
     h = _handler()
     h.know_dags([("etl", ["load"])])
     assert value(h, "beatflow_task_runs_total", dag="etl", task="load", state="failed") == 0
-    h.handle({"type": "beatflow-task-run-finished", "dag_id": "etl", "task_id": "load",
-              "state": "up_for_retry"})
-    h.handle({"type": "beatflow-task-run-finished", "dag_id": "etl", "task_id": "load",
-              "state": "success", "duration": 1.5})
+    h.handle(
+        {
+            "type": "beatflow-task-run-finished",
+            "dag_id": "etl",
+            "task_id": "load",
+            "state": "up_for_retry",
+        }
+    )
+    h.handle(
+        {
+            "type": "beatflow-task-run-finished",
+            "dag_id": "etl",
+            "task_id": "load",
+            "state": "success",
+            "duration": 1.5,
+        }
+    )
     h.handle({"type": "beatflow-duplicate-delivery", "dag_id": "etl", "task_id": "load"})
-    h.handle({"type": "beatflow-dag-run-finished", "dag_id": "etl", "state": "success",
-              "duration": 42.0})
+    h.handle(
+        {"type": "beatflow-dag-run-finished", "dag_id": "etl", "state": "success", "duration": 42.0}
+    )
     assert value(h, "beatflow_task_runs_total", dag="etl", task="load", state="up_for_retry") == 1
     assert value(h, "beatflow_task_runs_total", dag="etl", task="load", state="success") == 1
     assert value(h, "beatflow_duplicate_deliveries_total", dag="etl", task="load") == 1

@@ -30,8 +30,14 @@ def _capture() -> tuple[io.StringIO, logging.Logger]:
 
 def test_celerys_task_line_carries_the_dag_task_and_run_ids() -> None:
     stream, log = _capture()
-    context = {"id": "c-1", "name": "etl.load", "args": "('manual__2026',)", "kwargs": "{}",
-               "return_value": "'secret rows'", "runtime": 0.5}
+    context = {
+        "id": "c-1",
+        "name": "etl.load",
+        "args": "('manual__2026',)",
+        "kwargs": "{}",
+        "return_value": "'secret rows'",
+        "runtime": 0.5,
+    }
     log.info("Task %(name)s[%(id)s] succeeded in %(runtime)ss", context, extra={"data": context})
     line = json.loads(stream.getvalue().splitlines()[-1])
     assert line["celery_task_id"] == "c-1"
