@@ -19,6 +19,9 @@ class Store(DagRunsMixin, TaskRunsMixin, DeadLettersMixin, MaintenanceMixin):
 
     Every method runs its own short transaction and raises only beatflow errors:
     StoreUnavailableError when the database cannot be reached (retry later), StoreError else.
+    Times (leases, run timestamps) come from the calling process's UTC clock, not the
+    database's, the same on both backends: keep worker clocks in sync to well within
+    ``lease_seconds``.
     """
 
     # ------------------------------------------------------------------ schema

@@ -4,6 +4,7 @@ models and migrations."""
 
 from __future__ import annotations
 
+import multiprocessing
 import os
 import subprocess
 import sys
@@ -19,6 +20,7 @@ from beatflow.errors import SchemaOutOfDateError, StoreError
 from beatflow.store import Store
 from beatflow.store.models import Base
 from beatflow.store.schema import VERSION_TABLE
+from tests.integration.store import upgraders
 
 BEATFLOW = str(Path(sys.executable).with_name("beatflow"))
 
@@ -127,3 +129,21 @@ def test_the_migrations_create_exactly_the_schema_the_models_describe(database_u
         assert diff == []
     finally:
         store.close()
+
+
+@pytest.mark.slow
+def test_processes_starting_together_upgrade_the_same_fresh_database_once(
+    database_url: str,
+) -> None:
+    ctx = multiprocessing.get_context("spawn")
+    barrier, report = ctx.Barrier(4), ctx.Queue()
+    procs = [
+        ctx.Process(target=upgraders.ensure_ready_at_once, args=(database_url, barrier, report))
+        for _ in range(4)
+    ]
+    for proc in procs:
+        proc.start()
+    outcomes = [report.get(timeout=120) for _ in procs]
+    for proc in procs:
+        proc.join(timeout=30)
+    assert outcomes == [Store.head_revision()] * 4
