@@ -53,7 +53,7 @@ class Settings:
     result_max_bytes: int = 1 << 20
     lease_seconds: float = 30.0
     worker_disable_prefetch: bool = False
-    beat_lock_timeout: float = 3.0
+    beat_lock_timeout: float = 2.0
     beat_renew_interval: float = 0.5
     beat_loop_interval: float = 0.5
     schedule_sync_interval: float = 10.0

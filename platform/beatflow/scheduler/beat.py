@@ -113,9 +113,10 @@ class BeatflowScheduler(RedBeatScheduler):  # type: ignore[misc]
         if lease is None:
             if self._leading:
                 self._leading = False
-            # a follower wakes as soon as the election thread gains the lock
+            # a follower wakes as soon as the election thread gains the lock (clear, then look
+            # again, so an acquisition between the two is never slept through)
             self.election.gained.clear()
-            if self.election.gained.wait(self.loop_interval):
+            if self.election.lease() is not None or self.election.gained.wait(self.loop_interval):
                 return 0.0
             return 0.01
         if not self._leading:
@@ -139,7 +140,17 @@ class BeatflowScheduler(RedBeatScheduler):  # type: ignore[misc]
         self._started = True
         checks.check_eviction_policy(self.client)
         self._sync()
+        self._warm_up()
         self.election.start()
+
+    def _warm_up(self) -> None:
+        """Open the broker and DB connections now: a standby that takes over must fire at once,
+        not spend its first half second connecting."""
+        try:
+            self.producer.connection.ensure_connection(max_retries=1)
+        except Exception as exc:  # noqa: BLE001 - the loop retries; this is only a head start
+            log.warning("beat %s: broker not reachable yet (%s)", self.instance, exc)
+        self.dispatcher.refresh_paused()
 
     def _sync(self) -> None:
         self._next_sync = time.monotonic() + self.settings.schedule_sync_interval
@@ -154,6 +165,7 @@ class BeatflowScheduler(RedBeatScheduler):  # type: ignore[misc]
             for line in errors:
                 log.warning("beat: a DAG module does not load, its schedules are off: %s", line)
         self.dispatcher.specs = specs_of(bag)
+        self.dispatcher.refresh_paused()  # keeps a standby's DB connection warm, too
         lease = self.election.lease()
         if lease is not None:
             self._write_entries(lease[0])

@@ -68,7 +68,7 @@ class Dispatcher:
         fired = 0
         args: list[str] = [token]
         if due:
-            self._refresh_paused()
+            self.refresh_paused()
             dag_ids = [keys.dag_id_of(e) for e in due]
             marks: list[str | None] = self.client.hmget(  # type: ignore[assignment]
                 keys.WATERMARK, dag_ids)
@@ -121,7 +121,7 @@ class Dispatcher:
         more = len(due) >= self.budget or fired >= self.budget
         return FireResult(fired, more, next_due, fenced_out)
 
-    def _refresh_paused(self) -> None:
+    def refresh_paused(self) -> None:
         try:
             self._paused = set(self.paused_dag_ids())
         except Exception as exc:  # noqa: BLE001 - the DB is down: keep the last known set
