@@ -63,6 +63,8 @@ def dev(dag_id: str | None, conf_json: str | None, timeout: float) -> None:
     previous = {sig: signal.signal(sig, _raise_stop) for sig in _STOP_SIGNALS}
     code = 1
     try:
+        if dag_id is not None:
+            _check_dag_exists(dag_id, stack)
         info = stack.start()
         _print_ready(info, running=dag_id)
         code = _follow(stack, dag_id, conf, timeout) if dag_id else _serve(stack)
@@ -80,6 +82,19 @@ def dev(dag_id: str | None, conf_json: str | None, timeout: float) -> None:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
     raise SystemExit(code)
+
+
+def _check_dag_exists(dag_id: str, stack: DevStack) -> None:
+    """Fail in a second, before anything starts, when the dags folder has no such DAG."""
+    from beatflow.dag.loader import load_dags
+    from beatflow.errors import DagNotFoundError
+
+    settings = Settings.from_env(stack.environ)
+    bag = load_dags(stack.cwd / settings.dags_folder)
+    if dag_id not in bag.dags:
+        for error in bag.errors:
+            click.echo(f"error: {error}", err=True)
+        raise DagNotFoundError(dag_id, list(bag.dags))
 
 
 def _serve(stack: DevStack) -> int:

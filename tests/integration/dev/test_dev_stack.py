@@ -149,9 +149,23 @@ def test_run_exits_one_when_the_dag_run_fails(start_dev: StartDev) -> None:
     assert dev.pid_files() == []
 
 
-def test_run_of_an_unknown_dag_says_so_and_exits_one(start_dev: StartDev) -> None:
+def test_run_of_an_unknown_dag_says_so_and_exits_one_before_starting_anything(
+    start_dev: StartDev,
+) -> None:
     dev = start_dev("--run", "example_etll")
 
-    assert dev.wait(120) == 1
-    assert 'no DAG "example_etll"' in dev.output and "example_etl" in dev.output
+    assert dev.wait(30) == 1
+    assert 'no DAG "example_etll" is loaded; did you mean "example_etl"?' in dev.output
+    assert "ready" not in dev.output
+    assert dev.pid_files() == []
+
+
+def test_a_bad_setting_stops_the_start_with_every_problem_listed(
+    start_dev: StartDev, dev_env: dict[str, str]
+) -> None:
+    env = {**dev_env, "BEATFLOW_FLOWER_PORT": "zero", "BEATFLOW_QUEUES": "a b"}
+    dev = start_dev(env=env)
+
+    assert dev.wait(30) == 1
+    assert "BEATFLOW_FLOWER_PORT='zero'" in dev.output and "BEATFLOW_QUEUES='a b'" in dev.output
     assert dev.pid_files() == []
