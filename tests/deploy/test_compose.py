@@ -200,3 +200,25 @@ def test_prometheus_loads_the_one_alert_rules_file(compose: dict[str, Any]) -> N
         t for job in config["scrape_configs"] for sc in job["static_configs"] for t in sc["targets"]
     ]
     assert "exporter:9808" in targets
+
+
+def test_promtool_accepts_the_prometheus_config_with_the_rules_it_mounts(tmp_path: Path) -> None:
+    promtool = shutil.which("promtool")
+    if promtool is None:
+        if _in_ci():
+            pytest.fail("promtool is required in CI (Debian package prometheus)")
+        pytest.skip("promtool not installed (Debian package prometheus)")
+    config = yaml.safe_load((ROOT / "deploy" / "prometheus" / "prometheus.yml").read_text())
+    # Point the container path at the repository's rules folder, as the compose mount does.
+    config["rule_files"] = [str(ROOT / RULES.parent / Path(p).name) for p in config["rule_files"]]
+    path = tmp_path / "prometheus.yml"
+    path.write_text(yaml.safe_dump(config))
+    proc = subprocess.run(
+        [promtool, "check", "config", str(path)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "SUCCESS: 1 rule files found" in proc.stdout + proc.stderr

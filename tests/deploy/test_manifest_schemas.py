@@ -122,3 +122,18 @@ def test_the_round_trip_check_catches_a_misspelt_field() -> None:
     assert differences(obj, dumped) == [
         "/spec/cooldownPeriods: dropped by the model (unknown field?)"
     ]
+
+
+@pytest.mark.skipif(not SHARED_SCHEMAS.is_dir(), reason="../shared/schemas is not present")
+def test_the_crd_schema_check_catches_a_misspelt_trigger_field() -> None:
+    import jsonschema
+
+    schema = json.loads((SHARED_SCHEMAS / SHARED[("keda.sh/v1alpha1", "ScaledObject")]).read_text())
+    so = render("k8s/base").named("ScaledObject", "beatflow-worker-default")
+    bad = json.loads(json.dumps(so))
+    bad["spec"]["triggers"][0]["authRef"] = bad["spec"]["triggers"][0].pop("authenticationRef")
+    validator = jsonschema.validators.validator_for(schema)(schema)
+    assert not list(validator.iter_errors(so))
+    assert [e.message for e in validator.iter_errors(bad)] == [
+        "Additional properties are not allowed ('authRef' was unexpected)"
+    ]
