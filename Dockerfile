@@ -36,8 +36,9 @@ RUN groupadd --system --gid 10001 beatflow \
        --shell /usr/sbin/nologin beatflow
 COPY --from=build /opt/beatflow /opt/beatflow
 WORKDIR /app
-# The dags folder is baked in; mount a volume over /app/dags to ship DAGs separately.
-COPY --chown=10001:10001 dags/ /app/dags/
+# The dags folder is baked in, owned by root and read-only to the process; mount a volume over
+# /app/dags to ship DAGs separately.
+COPY dags/ /app/dags/
 USER 10001:10001
 EXPOSE 5555 9808
 # `auto` tells the process (worker, beat, flower, exporter) from the container's command line.
