@@ -137,4 +137,6 @@ def configure_logging(settings: Settings, *, stream: Any = None, force: bool = F
         root.removeHandler(old)
     root.addHandler(handler)
     root.setLevel(settings.log_level)
+    # Alembic narrates every migration check at INFO; keep it for real problems.
+    logging.getLogger("alembic").setLevel(max(logging.WARNING, root.level))
     _configured = True

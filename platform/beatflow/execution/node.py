@@ -31,6 +31,9 @@ log = logging.getLogger(__name__)
 
 STORE_RETRY_MAX_DELAY = 30.0
 UPSTREAM_WAIT_RETRIES = 20
+# A task run whose worker died (SIGKILL, OOM, hard time limit) is taken over and run again, up
+# to this many times beyond its own retries; then it is dead-lettered instead of looping forever.
+WORKER_LOST_TRIES = 2
 
 
 def default_dedupe_key(dag_id: str, run_id: str, task_id: str, map_index: int = -1) -> str:
@@ -108,7 +111,7 @@ def _run(runtime: Runtime, task: CeleryTask, dag: DAG, spec: TaskSpec, run_id: s
     try_number = claim.record.try_number
     max_tries = spec.retry.retries + 1
     taken_over = existing is not None and existing.state == "running"
-    if taken_over and try_number > max_tries:
+    if taken_over and try_number > max_tries + WORKER_LOST_TRIES:
         # Earlier tries died with their worker (OOM, hard time limit): stop the loop (celery#1628).
         _fail(runtime, dag, spec, run, key, claim.token, index, try_number - 1,
               f"worker lost {try_number - 1} times (killed, out of memory or past its hard time "

@@ -1,0 +1,37 @@
+"""A worker SIGKILLed in the middle of a task: with acks_late the message comes back after the
+visibility timeout, the expired lease is taken over, and the task completes exactly once."""
+
+from __future__ import annotations
+
+import pytest
+
+from beatflow.runs import trigger_dag
+from tests.cluster import cluster
+from tests.procs import wait_for
+
+pytestmark = pytest.mark.slow
+
+FAST_REDELIVERY = {
+    # Small on purpose: Redis gives an unacked message back only after the visibility timeout.
+    "BEATFLOW_VISIBILITY_TIMEOUT": "6",
+    "BEATFLOW_TASK_SOFT_TIME_LIMIT": "4",
+    "BEATFLOW_TASK_TIME_LIMIT": "5",
+    "BEATFLOW_LEASE_SECONDS": "3",
+    "BEATFLOW_UNACKED_RESTORE_INTERVAL": "1",
+}
+
+
+def test_a_task_whose_worker_is_killed_midway_is_redelivered_and_completes_once(
+        tmp_path, redis_url, postgres_url):
+    with cluster(tmp_path, redis_url, postgres_url, env=FAST_REDELIVERY) as c:
+        record = trigger_dag(c.app, "t_effect", conf={"sleep": 3.0})
+        wait_for(lambda: c.count(f"start-{record.run_id}") == 1, timeout=30,
+                 message="the task to start")
+        c.workers[0].kill()  # SIGKILL the worker and its pool: the message stays unacked
+        c.start_worker()
+        final, tasks = c.wait("t_effect", record.run_id, timeout=90)
+        assert final.state == "success"
+        assert c.count(f"start-{record.run_id}") == 2  # started again after the kill...
+        assert c.count(f"done-{record.run_id}") == 1  # ...and completed exactly once
+        assert tasks["effect"].try_number == 2
+        assert tasks["downstream"].result == 101
