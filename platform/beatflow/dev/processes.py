@@ -166,16 +166,17 @@ def _write_pid_file(path: Path, pid: int, argv: Sequence[str]) -> None:
     path.write_text(json.dumps({"pid": pid, "started": started, "argv": list(argv)}))
 
 
-def reap_stale(run_dir: Path, grace: float = 10.0) -> list[str]:
+def reap_stale(run_dir: Path, grace: float = 10.0, last: Sequence[str] = ("redis",)) -> list[str]:
     """Stop processes recorded by a previous run that was killed; remove every stale pid file.
 
     A pid is only signalled when the process still has the recorded start time, so a pid the
-    kernel has since reused for something else is left alone. Returns what was reaped.
+    kernel has since reused for something else is left alone. Children named in ``last`` (the
+    broker) go after the others, so a worker can still shut down warm. Returns what was reaped.
     """
     reaped: list[str] = []
     if not run_dir.is_dir():
         return reaped
-    victims: list[psutil.Process] = []
+    found: list[tuple[str, psutil.Process]] = []
     for path in sorted(run_dir.glob(f"*{PID_SUFFIX}")):
         name = path.name[: -len(PID_SUFFIX)]
         try:
@@ -183,15 +184,17 @@ def reap_stale(run_dir: Path, grace: float = 10.0) -> list[str]:
             proc = psutil.Process(int(record["pid"]))
             if abs(proc.create_time() - float(record["started"])) > 0.01:
                 raise psutil.NoSuchProcess(int(record["pid"]))
+            found.append((name, proc))
         except (OSError, ValueError, KeyError, TypeError, psutil.Error):
-            path.unlink(missing_ok=True)
-            continue
-        with contextlib.suppress(psutil.Error):
-            victims += [proc, *proc.children(recursive=True)]
-        _signal_group(proc.pid, signal.SIGTERM)
-        reaped.append(f"{name} (pid {proc.pid})")
+            pass
         path.unlink(missing_ok=True)
-    if victims:
+    for batch in ([f for f in found if f[0] not in last], [f for f in found if f[0] in last]):
+        victims: list[psutil.Process] = []
+        for name, proc in batch:
+            with contextlib.suppress(psutil.Error):
+                victims += [proc, *proc.children(recursive=True)]
+            _signal_group(proc.pid, signal.SIGTERM)
+            reaped.append(f"{name} (pid {proc.pid})")
         _, alive = psutil.wait_procs(victims, timeout=grace)
         for proc in alive:
             with contextlib.suppress(psutil.Error):
@@ -201,6 +204,7 @@ def reap_stale(run_dir: Path, grace: float = 10.0) -> list[str]:
     # Celery's own pid files (beat --pidfile) of processes that are gone.
     for path in run_dir.glob("*.celery.pid"):
         with contextlib.suppress(OSError, ValueError):
-            if not psutil.pid_exists(int(path.read_text().strip() or 0)):
+            pid = int(path.read_text().strip() or 0)
+            if pid <= 0 or not psutil.pid_exists(pid):
                 path.unlink(missing_ok=True)
     return reaped
