@@ -83,7 +83,11 @@ def _run(runtime: Runtime, task: CeleryTask, dag: DAG, spec: TaskSpec, run_id: s
         log.error("no DAG run %s/%s in the results database; message dropped", dag.dag_id, run_id)
         return
     key = dedupe_key_for(spec, dag, run, index)
-    task_runs = store.get_task_runs(dag.dag_id, run_id)
+    # Read only this task's and its upstream's rows: a wide DAG must not make every task read
+    # every row of its run (the sink of a 10,000-wide fan-in reads them once, unfiltered).
+    wanted = spec.upstream | {spec.task_id}
+    task_runs = store.get_task_runs(dag.dag_id, run_id,
+                                    wanted if len(wanted) <= 500 else None)
     existing = next((t for t in task_runs if t.dedupe_key == key), None)
     if existing is None or existing.state not in rules.DONE:
         decision = _decide(task, spec, task_runs, index)
@@ -107,7 +111,6 @@ def _run(runtime: Runtime, task: CeleryTask, dag: DAG, spec: TaskSpec, run_id: s
         log.info("task run %s is held by %s; retrying in %.1fs", key, claim.record.worker, wait)
         raise task.retry(countdown=wait, max_retries=None)
     assert claim.token is not None
-    store.mark_dag_run_running(dag.dag_id, run_id)
     try_number = claim.record.try_number
     max_tries = spec.retry.retries + 1
     taken_over = existing is not None and existing.state == "running"
@@ -297,8 +300,7 @@ def _expand(runtime: Runtime, task: CeleryTask, dag: DAG, spec: TaskSpec, run: D
             key: str, token: str) -> None:
     store = runtime.store
     assert spec.map_over is not None
-    upstream = [t for t in store.get_task_runs(dag.dag_id, run.run_id)
-                if t.task_id == spec.map_over]
+    upstream = store.get_task_runs(dag.dag_id, run.run_id, [spec.map_over])
     values = _collect(upstream)
     if not isinstance(values, list):
         _fail(runtime, dag, spec, run, key, token, -1, 1,

@@ -9,6 +9,8 @@ overwrite its successor."""
 
 from __future__ import annotations
 
+from collections.abc import Collection
+
 import uuid
 from datetime import datetime, timedelta
 from typing import Any
@@ -200,11 +202,17 @@ class TaskRunsMixin(StoreBase):
             ).mappings().first()
         return None if row is None else task_run_record(row)
 
-    def get_task_runs(self, dag_id: str, run_id: str) -> list[TaskRunRecord]:
-        """The task runs of one DAG run by start time (never started: last), task, map index."""
+    def get_task_runs(
+        self, dag_id: str, run_id: str, task_ids: Collection[str] | None = None
+    ) -> list[TaskRunRecord]:
+        """The task runs of one DAG run (only those of ``task_ids`` when given) by start time
+        (never started: last), task, map index."""
+        where = [task_runs.c.dag_id == dag_id, task_runs.c.run_id == run_id]
+        if task_ids is not None:
+            where.append(task_runs.c.task_id.in_(sorted(task_ids)))
         query = (
             sa.select(task_runs)
-            .where(task_runs.c.dag_id == dag_id, task_runs.c.run_id == run_id)
+            .where(*where)
             .order_by(
                 task_runs.c.started_at.asc().nulls_last(),
                 task_runs.c.task_id,
