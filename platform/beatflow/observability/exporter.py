@@ -22,6 +22,7 @@ from beatflow.observability import broker
 from beatflow.observability.celery_events import EventFollower, EventHandler
 from beatflow.observability.http import make_server
 from beatflow.observability.metrics import Metrics
+from beatflow.observability.render import Renderer
 from beatflow.observability.results import ResultsPoller
 from beatflow.settings import Settings, mask_url
 
@@ -91,7 +92,7 @@ class Exporter:
     def serve(self, host: str = "0.0.0.0", port: int | None = None) -> ThreadingHTTPServer:
         """Start the HTTP server on a thread; return it (``server_address`` has the port)."""
         self._server = make_server(
-            self.metrics.registry,
+            Renderer(self.metrics.registry, self.metrics.all()).render,
             self.health,
             host,
             self.settings.metrics_port if port is None else port,

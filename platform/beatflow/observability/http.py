@@ -10,7 +10,7 @@ from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+from prometheus_client import CONTENT_TYPE_LATEST
 
 log = logging.getLogger(__name__)
 
@@ -18,7 +18,7 @@ Health = Callable[[], tuple[bool, dict[str, Any]]]
 
 
 def make_server(
-    registry: CollectorRegistry, health: Health, host: str, port: int
+    render: Callable[[], bytes], health: Health, host: str, port: int
 ) -> ThreadingHTTPServer:
     """An HTTP server (not started) answering /metrics and /healthz."""
 
@@ -26,7 +26,7 @@ def make_server(
         def do_GET(self) -> None:  # noqa: N802 - the http.server API
             path = self.path.split("?", 1)[0]
             if path == "/metrics":
-                self._send(200, CONTENT_TYPE_LATEST, generate_latest(registry))
+                self._send(200, CONTENT_TYPE_LATEST, render())
             elif path == "/healthz":
                 ok, detail = health()
                 body = json.dumps({"status": "ok" if ok else "failing", **detail}).encode()
