@@ -21,6 +21,8 @@ def _escape(value: str) -> str:
 
 
 def _number(value: float) -> str:
+    if value == 0:
+        return "0.0"
     if value == math.inf:
         return "+Inf"
     if value == -math.inf:
@@ -36,7 +38,7 @@ class Renderer:
     def __init__(self, registry: CollectorRegistry, metrics: Iterable[Any]) -> None:
         self.registry = registry
         self.metrics = list(metrics)
-        self._labels: dict[tuple[int, tuple[str, ...]], str] = {}
+        self._lines: dict[tuple[int, tuple[str, ...]], list[str]] = {}
         self._broken = False
 
     def render(self) -> bytes:
@@ -48,15 +50,29 @@ class Renderer:
                 log.warning("fast /metrics rendering failed (%r); using generate_latest", exc)
         return generate_latest(self.registry)
 
-    def _label_body(self, metric: Any, values: tuple[str, ...]) -> str:
+    def _prefixes(self, metric: Any, kind: str, values: tuple[str, ...]) -> list[str]:
+        """The text before each value of one child, escaped once and cached."""
         key = (id(metric), values)
-        body = self._labels.get(key)
-        if body is None:
-            body = ",".join(
-                f'{n}="{_escape(v)}"' for n, v in zip(metric._labelnames, values, strict=True)
-            )
-            self._labels[key] = body
-        return body
+        cached = self._lines.get(key)
+        if cached is not None:
+            return cached
+        body = ",".join(
+            f'{n}="{_escape(v)}"' for n, v in zip(metric._labelnames, values, strict=True)
+        )
+        labels = f"{{{body}}}" if body else ""
+        name = metric._name
+        if kind == "counter":
+            cached = [f"{name}_total{labels} "]
+        elif kind == "gauge":
+            cached = [f"{name}{labels} "]
+        else:
+            prefix = f"{body}," if body else ""
+            cached = [
+                f'{name}_bucket{{{prefix}le="{_number(bound)}"}} ' for bound in metric._upper_bounds
+            ]
+            cached += [f"{name}_count{labels} ", f"{name}_sum{labels} "]
+        self._lines[key] = cached
+        return cached
 
     def _children(self, metric: Any) -> list[tuple[tuple[str, ...], Any]]:
         if not metric._labelnames:
@@ -80,17 +96,14 @@ class Renderer:
                 raise TypeError(f"cannot render {type(metric).__name__}")
             add(f"# HELP {full} {doc}\n# TYPE {full} {kind}\n")
             for values, child in self._children(metric):
-                body = self._label_body(metric, values)
+                lines = self._prefixes(metric, kind, values)
                 if kind != "histogram":
-                    labels = f"{{{body}}}" if body else ""
-                    add(f"{full}{labels} {_number(child._value.get())}\n")
+                    add(f"{lines[0]}{_number(child._value.get())}\n")
                     continue
-                prefix = f"{body}," if body else ""
                 total = 0.0
-                for bound, bucket in zip(metric._upper_bounds, child._buckets, strict=True):
+                for line, bucket in zip(lines, child._buckets, strict=False):
                     total += bucket.get()
-                    add(f'{name}_bucket{{{prefix}le="{_number(bound)}"}} {_number(total)}\n')
-                labels = f"{{{body}}}" if body else ""
-                add(f"{name}_count{labels} {_number(total)}\n")
-                add(f"{name}_sum{labels} {_number(child._sum.get())}\n")
+                    add(f"{line}{_number(total)}\n")
+                add(f"{lines[-2]}{_number(total)}\n")
+                add(f"{lines[-1]}{_number(child._sum.get())}\n")
         return "".join(out)
