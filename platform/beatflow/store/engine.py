@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import json
 import math
+import sqlite3
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
@@ -83,7 +85,7 @@ def sqlite_path(url: str | sa.URL) -> Path | None:
 
 
 def create_engine(url: str) -> sa.Engine:
-    """A pooled engine: PostgreSQL via psycopg 3 with pre-ping; SQLite in WAL mode with a busy
+    """A pooled engine: PostgreSQL via psycopg 3; SQLite in WAL mode with a busy
     timeout and explicit BEGIN (IMMEDIATE for writes, so claims serialise like on PostgreSQL)."""
     parsed = sa.make_url(url)
     if parsed.drivername in ("postgresql", "postgres"):
@@ -92,7 +94,10 @@ def create_engine(url: str) -> sa.Engine:
         return _create_sqlite_engine(parsed)
     return sa.create_engine(
         parsed,
-        pool_pre_ping=True,
+        # No pre-ping: it costs a round trip per checkout (a task run checks out four times).
+        # A connection broken by a restart fails its statement, SQLAlchemy invalidates the
+        # pool on the disconnect, and the caller retries on StoreUnavailableError.
+        pool_pre_ping=False,
         pool_size=5,
         max_overflow=10,
         pool_recycle=1800,
@@ -121,7 +126,7 @@ def _create_sqlite_engine(url: sa.URL) -> sa.Engine:
         cursor = dbapi_conn.cursor()
         try:
             if sqlite_path(url) is not None:
-                cursor.execute("PRAGMA journal_mode=WAL")
+                _use_wal(cursor)
                 cursor.execute("PRAGMA synchronous=NORMAL")
             cursor.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}")
             cursor.execute("PRAGMA foreign_keys=ON")
@@ -134,6 +139,24 @@ def _create_sqlite_engine(url: sa.URL) -> sa.Engine:
         conn.exec_driver_sql(f"BEGIN {mode}")
 
     return engine
+
+
+def _use_wal(cursor: Any) -> None:
+    """Switch the database to WAL (persistent; a no-op once done). The switch needs an exclusive
+    lock and SQLite answers "database is locked" at once, without its busy handler, when several
+    processes open a fresh database together: retry until the busy timeout."""
+    deadline = time.monotonic() + SQLITE_BUSY_TIMEOUT_MS / 1000
+    delay = 0.005
+    while True:
+        try:
+            if str(cursor.execute("PRAGMA journal_mode").fetchone()[0]).lower() != "wal":
+                cursor.execute("PRAGMA journal_mode=WAL")
+            return
+        except sqlite3.OperationalError as error:
+            if "locked" not in str(error) or time.monotonic() + delay > deadline:
+                raise
+            time.sleep(delay)
+            delay = min(delay * 2, 0.2)
 
 
 def _is_unavailable(error: exc.SQLAlchemyError) -> bool:
@@ -152,7 +175,7 @@ def translate_errors(url: str | sa.URL, action: str) -> Iterator[None]:
     try:
         yield
     except exc.SQLAlchemyError as error:
-        where = mask_url(sa.make_url(url).render_as_string(hide_password=False))
+        where = _masked(url)
         detail = str(getattr(error, "orig", None) or error).strip().splitlines()
         reason = detail[0] if detail else type(error).__name__
         if _is_unavailable(error):
@@ -161,6 +184,13 @@ def translate_errors(url: str | sa.URL, action: str) -> Iterator[None]:
                 "check BEATFLOW_DATABASE_URL and that the database is up, then retry"
             ) from error
         raise StoreError(f"results database {where} refused {action}: {reason}") from error
+
+
+def _masked(url: str | sa.URL) -> str:
+    try:
+        return mask_url(sa.make_url(url).render_as_string(hide_password=False))
+    except exc.ArgumentError:  # not even a URL: say so without echoing a possible password
+        return "(unparseable URL)"
 
 
 def finite_seconds(value: float, what: str) -> float:

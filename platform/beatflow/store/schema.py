@@ -11,7 +11,9 @@ from alembic import command
 from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
+from alembic.util import CommandError
 
+from beatflow.errors import StoreError
 from beatflow.store.engine import SQLITE_BEGIN
 
 MIGRATIONS = Path(__file__).parent / "migrations"
@@ -52,8 +54,14 @@ def migrate(engine: sa.Engine, target: str = "head", *, downgrade: bool = False)
             if conn.dialect.name == "postgresql":
                 conn.execute(sa.select(sa.func.pg_advisory_xact_lock(_PG_UPGRADE_LOCK)))
             config = alembic_config(conn)
-            if downgrade:
-                command.downgrade(config, target)
-            else:
-                command.upgrade(config, target)
+            try:
+                if downgrade:
+                    command.downgrade(config, target)
+                else:
+                    command.upgrade(config, target)
+            except CommandError as exc:
+                raise StoreError(
+                    f"cannot migrate the results database to {target}: {exc}; if the database "
+                    "was upgraded by a newer beatflow, upgrade beatflow here too"
+                ) from exc
             return current_revision(conn)

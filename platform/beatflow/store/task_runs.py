@@ -9,9 +9,8 @@ overwrite its successor."""
 
 from __future__ import annotations
 
-from collections.abc import Collection
-
 import uuid
+from collections.abc import Collection
 from datetime import datetime, timedelta
 from typing import Any
 

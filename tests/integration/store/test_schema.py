@@ -147,3 +147,15 @@ def test_processes_starting_together_upgrade_the_same_fresh_database_once(
     for proc in procs:
         proc.join(timeout=30)
     assert outcomes == [Store.head_revision()] * 4
+
+
+def test_upgrading_a_database_from_a_newer_beatflow_raises_store_error(database_url: str) -> None:
+    store = Store(database_url)
+    try:
+        store.upgrade()
+        with store._write("faking a newer revision") as conn:
+            conn.execute(sa.text(f"UPDATE {VERSION_TABLE} SET version_num = '9999'"))
+        with pytest.raises(StoreError, match="upgraded by a newer beatflow"):
+            store.upgrade()
+    finally:
+        store.close()

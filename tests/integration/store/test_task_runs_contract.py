@@ -248,3 +248,11 @@ def test_reset_turns_a_finished_task_run_into_the_next_try_under_the_same_key(
     assert replay.record.error is None
     assert not store.reset_task_run(KEY)  # running: not resettable
     assert not store.reset_task_run("no/such/key")
+
+
+def test_task_runs_of_a_dag_run_can_be_narrowed_to_some_tasks(store: Store) -> None:
+    for task_id in ("extract", "transform", "load"):
+        claim(store, f"etl/r1/{task_id}", task_id=task_id)
+    narrowed = store.get_task_runs("etl", "r1", task_ids={"load", "extract"})
+    assert sorted(r.task_id for r in narrowed) == ["extract", "load"]
+    assert store.get_task_runs("etl", "r1", task_ids=[]) == []

@@ -59,3 +59,9 @@ def test_operational_errors_become_store_unavailable_and_others_store_error() ->
         raise sa.exc.IntegrityError("INSERT", {}, Exception("duplicate key"))
     assert not isinstance(refused.value, StoreUnavailableError)
     assert isinstance(refused.value.__cause__, sa.exc.IntegrityError)
+
+
+def test_a_url_that_does_not_parse_is_reported_without_echoing_it() -> None:
+    with pytest.raises(StoreError) as caught, translate_errors("::not a url::", "opening"):
+        raise sa.exc.ArgumentError("bad url")
+    assert "(unparseable URL)" in str(caught.value)
