@@ -1,8 +1,10 @@
 """Test DAGs for the exporter: one retry then success, one final failure (with per-task
-callbacks), a DAG with an SLA and callback, and a DAG whose task has a short time limit."""
+callbacks), a DAG with an SLA and callback, a DAG whose task holds its worker slot until
+released, and a DAG whose task has a short time limit."""
 
 import logging
 import os
+import time
 from datetime import timedelta
 from pathlib import Path
 
@@ -52,6 +54,16 @@ def quick() -> str:
     return "done"
 
 
+@task
+def blocked() -> str:
+    """Holds its worker slot until the test writes the release mark (at most 60 s)."""
+    release = MARKS / "release-blocked"
+    deadline = time.monotonic() + 60
+    while not release.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return "released"
+
+
 @task(time_limit=1, soft_time_limit=0.5)
 def limited() -> str:
     return "never run by the tests"
@@ -63,6 +75,9 @@ with DAG("obs_counts"):
 
 with DAG("obs_sla", sla=timedelta(seconds=1), on_sla_miss=on_sla_miss):
     quick()
+
+with DAG("obs_block"):
+    blocked()
 
 with DAG("obs_stuck"):
     limited()

@@ -8,6 +8,7 @@ import json
 import pytest
 
 from beatflow.runs.lifecycle import follow_run, trigger_dag
+from tests import procs
 from tests.integration.observability.conftest import Observed
 
 pytestmark = pytest.mark.slow
@@ -108,3 +109,30 @@ def test_a_log_line_from_inside_a_task_run_is_json_with_the_correlation_ids(
     ]
     assert celery_lines, "no Celery log line carries the task's correlation ids"
     assert all(r["run_id"] == run.run_id and r["task_id"] == "fails" for r in celery_lines)
+
+
+def test_the_backlog_counts_waiting_reserved_and_running_messages_of_the_queue(
+    observed: Observed,
+) -> None:
+    queue = observed.settings.default_queue
+    release = observed.marks / "release-blocked"
+    runs = [trigger_dag(observed.app, "obs_block") for _ in range(3)]
+    try:
+        # concurrency 2: two task runs hold the worker's slots (unacked), the third waits
+        samples = observed.wait_metric("beatflow_queue_backlog", 3, queue_name=queue)
+        assert samples.get_value("beatflow_queue_backlog", queue_name=queue) == 3
+        observed.wait_metric("celery_worker_tasks_active", 2)
+        assert observed.scrape().get_value("celery_queue_length", queue_name=queue) == 1
+    finally:
+        observed.marks.mkdir(parents=True, exist_ok=True)
+        release.touch()
+    for run in runs:
+        assert follow_run(observed.app, "obs_block", run.run_id, timeout=60).state == "success"
+
+    def drained() -> bool:
+        s = observed.scrape()
+        return s.get_value("beatflow_queue_backlog", queue_name=queue) == 0 and (
+            s.get_value("celery_queue_length", queue_name=queue) == 0
+        )
+
+    procs.wait_for(drained, timeout=30, message="the backlog to drain")
