@@ -72,7 +72,7 @@ def run_node(runtime: Runtime, task: CeleryTask, dag: DAG, spec: TaskSpec, run_i
         except StoreUnavailableError as exc:
             delay = _store_backoff(task.request.retries)
             log.warning("results database unavailable (%s); retrying in %.1fs", exc, delay)
-            raise task.retry(countdown=delay, max_retries=None, exc=exc) from exc
+            raise task.retry(countdown=delay, exc=exc) from exc
 
 
 def _run(runtime: Runtime, task: CeleryTask, dag: DAG, spec: TaskSpec, run_id: str,
@@ -109,7 +109,7 @@ def _run(runtime: Runtime, task: CeleryTask, dag: DAG, spec: TaskSpec, run_id: s
     if claim.outcome == "held":
         wait = _lease_remaining(claim.record, runtime.settings.lease_seconds)
         log.info("task run %s is held by %s; retrying in %.1fs", key, claim.record.worker, wait)
-        raise task.retry(countdown=wait, max_retries=None)
+        raise task.retry(countdown=wait)
     assert claim.token is not None
     try_number = claim.record.try_number
     max_tries = spec.retry.retries + 1
@@ -136,7 +136,7 @@ def _decide(task: CeleryTask, spec: TaskSpec, task_runs: list[TaskRunRecord],
     if seen != upstream or any(s not in rules.DONE for s in states):
         # The canvas orders work, so this only happens after a redelivery race: wait a little.
         if task.request.retries < UPSTREAM_WAIT_RETRIES:
-            raise task.retry(countdown=1.0, max_retries=None)
+            raise task.retry(countdown=1.0)
         return "upstream_failed"
     return rules.decide(spec.trigger_rule, states)
 
@@ -243,7 +243,7 @@ def _handle_failure(runtime: Runtime, task: CeleryTask, dag: DAG, spec: TaskSpec
                     error, delay)
         events.task_run_finished(dag.dag_id, spec.task_id, "up_for_retry")
         _callback(spec_callback(spec, "on_retry"), dag, spec, run, error)
-        raise task.retry(countdown=delay, max_retries=None)
+        raise task.retry(countdown=delay)
     _fail(runtime, dag, spec, run, key, token, index, try_number, error, tb)
 
 

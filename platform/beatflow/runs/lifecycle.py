@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 from celery import Celery
 
 from beatflow.dag.compile import compile_run
-from beatflow.errors import BeatflowError
+from beatflow.errors import BeatflowError, StoreUnavailableError
 from beatflow.execution import events, rules
 from beatflow.execution.runtime import Runtime, runtime_of
 
@@ -109,10 +109,20 @@ def follow_run(app: Celery, dag_id: str, run_id: str, *,
     deadline = time.monotonic() + timeout
     seen: dict[str, tuple[str, int]] = {}
     while True:
-        run = store.get_dag_run(dag_id, run_id)
+        try:
+            run = store.get_dag_run(dag_id, run_id)
+            tasks = store.get_task_runs(dag_id, run_id) if run is not None else []
+        except StoreUnavailableError as exc:
+            # The run goes on without us: keep watching until the database is back.
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"results database unavailable: {exc}") from exc
+            log.warning("results database unavailable while following %s/%s; retrying",
+                        dag_id, run_id)
+            time.sleep(min(1.0, poll * 10))
+            continue
         if run is None:
             raise BeatflowError(f"no DAG run {dag_id}/{run_id}")
-        for t in store.get_task_runs(dag_id, run_id):
+        for t in tasks:
             marker = (t.state, t.try_number)
             if seen.get(t.dedupe_key) != marker:
                 seen[t.dedupe_key] = marker

@@ -20,14 +20,15 @@ FIRE_TRIGGERS = frozenset({"scheduled", "catchup"})
 def register(app: Celery) -> None:
     """Register beatflow's scheduler tasks on ``app``."""
 
-    @app.task(name=FIRE_TASK, bind=True, acks_late=True, ignore_result=True, shared=False)  # type: ignore[untyped-decorator]
+    @app.task(name=FIRE_TASK, bind=True, acks_late=True, ignore_result=True, shared=False,
+              max_retries=None)  # type: ignore[untyped-decorator]
     def fire_schedule(self: CeleryTask, dag_id: str, logical_date: str, leader_epoch: int,
                       trigger: str = "scheduled") -> str | None:
         try:
             return fire(self.app, dag_id, logical_date, leader_epoch, trigger)
         except StoreUnavailableError as exc:
             delay = min(60, 2 ** min(self.request.retries, 6))
-            raise self.retry(countdown=delay, max_retries=None, exc=exc) from exc
+            raise self.retry(countdown=delay, exc=exc) from exc
 
 
 def fire(app: Celery, dag_id: str, logical_date: str, leader_epoch: int,
