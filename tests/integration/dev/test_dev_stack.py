@@ -10,6 +10,7 @@ import re
 import shutil
 import signal
 import sys
+import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable
@@ -186,4 +187,36 @@ def test_a_bad_setting_stops_the_start_with_every_problem_listed(
 
     assert dev.wait(30) == 1
     assert "BEATFLOW_FLOWER_PORT='zero'" in dev.output and "BEATFLOW_QUEUES='a b'" in dev.output
+    assert dev.pid_files() == []
+
+
+def test_sigterm_during_start_up_still_stops_everything_started_so_far(
+    start_dev: StartDev,
+) -> None:
+    dev = start_dev()
+    deadline = time.monotonic() + 30
+    while "worker" not in dev.recorded_pids() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert "ready" not in dev.output
+    children = dev.descendants()
+
+    dev.signal(signal.SIGTERM)
+
+    assert dev.wait(60) == 0
+    assert "ready" not in dev.output
+    assert gone(children) == []
+    assert dev.pid_files() == []
+
+
+def test_when_the_worker_dies_the_stack_says_so_and_stops(start_dev: StartDev) -> None:
+    dev = start_dev()
+    dev.wait_ready()
+    children = dev.descendants()
+
+    os.killpg(dev.recorded_pids()["worker"], signal.SIGKILL)
+
+    assert dev.wait(60) == 1
+    assert "worker exited with code -9" in dev.output
+    assert "worker died; stopping the stack" in dev.output
+    assert gone(children) == []
     assert dev.pid_files() == []
