@@ -101,10 +101,17 @@ def _serve(stack: DevStack) -> int:
     """Run until a stop signal; report children that die; give up if the worker dies."""
     while True:
         time.sleep(0.5)
-        for child in stack.report_dead_children():
-            if child.name in ("worker", "redis"):
-                click.echo(f"error: {child.name} died; stopping the stack", err=True)
-                return 1
+        if _essential_child_died(stack):
+            return 1
+
+
+def _essential_child_died(stack: DevStack) -> bool:
+    """Report children that exited; True when one the stack cannot work without is among them."""
+    for child in stack.report_dead_children():
+        if child.name in ("worker", "redis"):
+            click.echo(f"error: {child.name} died; stopping the stack", err=True)
+            return True
+    return False
 
 
 def _follow(stack: DevStack, dag_id: str, conf: dict[str, Any] | None, timeout: float) -> int:
@@ -117,11 +124,25 @@ def _follow(stack: DevStack, dag_id: str, conf: dict[str, Any] | None, timeout: 
         record = trigger_dag(app, dag_id, conf=conf)
         click.echo(f"triggered {dag_id} run {record.run_id}")
         printer = TaskChangePrinter(click.echo)
-        try:
-            final = follow_run(app, dag_id, record.run_id, on_task_change=printer, timeout=timeout)
-        except TimeoutError as exc:
-            click.echo(f"error: {exc}; its task runs go on in the stack until it stops", err=True)
-            return 1
+        deadline = started + timeout
+        while True:
+            # Follow in short slices, to notice a dead worker instead of waiting out the timeout.
+            slice_s = max(0.1, min(2.0, deadline - time.monotonic()))
+            try:
+                final = follow_run(
+                    app, dag_id, record.run_id, on_task_change=printer, timeout=slice_s
+                )
+                break
+            except TimeoutError:
+                if _essential_child_died(stack):
+                    return 1
+                if time.monotonic() >= deadline:
+                    click.echo(
+                        f"error: {dag_id} run {record.run_id} did not finish in "
+                        f"{timeout:.0f}s; see {stack.supervisor.log_dir}",
+                        err=True,
+                    )
+                    return 1
         took = final.duration_seconds
         took_s = f"{took:.2f}s" if took is not None else f"{time.monotonic() - started:.2f}s"
         click.echo(f"{dag_id} run {final.run_id}: {final.state} in {took_s}")

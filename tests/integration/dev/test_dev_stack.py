@@ -220,3 +220,23 @@ def test_when_the_worker_dies_the_stack_says_so_and_stops(start_dev: StartDev) -
     assert "worker died; stopping the stack" in dev.output
     assert gone(children) == []
     assert dev.pid_files() == []
+
+
+def test_run_gives_up_at_once_when_the_worker_dies_mid_run(
+    start_dev: StartDev, dev_dir: Path
+) -> None:
+    (dev_dir / "dags" / "slow_nap.py").write_text(
+        "import time\n\nfrom beatflow import DAG, task\n\n\n"
+        "@task(retries=0)\ndef nap() -> None:\n    time.sleep(120)\n\n\n"
+        'with DAG("slow_nap", schedule=None):\n    nap()\n'
+    )
+    dev = start_dev("--run", "slow_nap")
+    dev.wait_for_line("▶ nap")
+    started = time.monotonic()
+
+    os.killpg(dev.recorded_pids()["worker"], signal.SIGKILL)
+
+    assert dev.wait(60) == 1
+    assert time.monotonic() - started < 30
+    assert "worker died; stopping the stack" in dev.output
+    assert dev.pid_files() == []
