@@ -64,7 +64,7 @@ def blocked() -> str:
     return "released"
 
 
-@task(time_limit=1, soft_time_limit=0.5)
+@task(time_limit=2, soft_time_limit=1)
 def limited() -> str:
     return "never run by the tests"
 
