@@ -44,3 +44,24 @@ with DAG("t_skip"):
     o >> only_failed
     only_failed >> _after("all_success")()
     only_failed >> _after("none_failed")()
+
+
+@task
+def not_json() -> set:
+    return {1, 2}
+
+
+@task
+def too_big() -> str:
+    return "x" * (2 << 20)
+
+
+@task(soft_time_limit=1, retries=0)
+def too_slow() -> None:
+    import time
+
+    time.sleep(5)
+
+
+with DAG("t_bad_results"):
+    [not_json(), too_big(), too_slow()] >> _after("all_done")()

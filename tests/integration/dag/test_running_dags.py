@@ -108,3 +108,13 @@ def test_a_bad_conf_is_refused_and_nothing_is_enqueued(cluster):
     with pytest.raises(ConfError, match='"fixed" must be bool'):
         trigger_dag(cluster.app, "t_rules", conf={"fixed": "yes"})
     assert len(store.list_dag_runs("t_rules", limit=1000)) == before
+
+
+def test_a_bad_result_or_a_time_limit_fails_the_task_run_with_a_clear_error(cluster):
+    final, tasks = run(cluster, "t_bad_results")
+    assert final.state == "failed"
+    assert tasks["not_json"].state == "failed" and "JSON" in tasks["not_json"].error
+    assert tasks["too_big"].state == "failed" and "object storage" in tasks["too_big"].error
+    assert tasks["too_slow"].state == "failed"
+    assert "SoftTimeLimitExceeded" in tasks["too_slow"].error
+    assert tasks["after_all_done"].state == "success"

@@ -1,0 +1,80 @@
+"""The CLI against a real worker: trigger --wait --json, runs list/show, dlq list/show/replay,
+pause; the JSON field names are the documented contract."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from beatflow.cli import main
+
+pytestmark = pytest.mark.slow
+
+
+def cli(cluster, *args: str) -> tuple[int, str]:
+    env = {k: v for k, v in cluster.env.items() if k != "BEATFLOW_TEST_MARKS"}
+    result = CliRunner().invoke(main, list(args), env=env)
+    return result.exit_code, result.output
+
+
+def test_trigger_wait_json_returns_the_run_and_its_tasks_and_exits_zero(cluster):
+    code, out = cli(cluster, "dags", "trigger", "t_chain", "--wait", "--json",
+                    "--run-id", "cli-chain")
+    assert code == 0, out
+    data = json.loads(out)
+    assert {"dag_id", "run_id", "logical_date", "state", "queued_at", "started_at",
+            "ended_at", "tasks"} <= set(data)
+    assert data["state"] == "success" and data["run_id"] == "cli-chain"
+    join = next(t for t in data["tasks"] if t["task_id"] == "join")
+    assert {"task_id", "state", "try_number", "result", "error"} <= set(join)
+    assert join["result"] == "LR12" and join["state"] == "success"
+
+
+def test_a_failed_run_exits_non_zero_and_runs_show_names_the_error(cluster):
+    code, out = cli(cluster, "dags", "trigger", "t_rules", "--wait", "--run-id", "cli-rules")
+    assert code == 1, out
+    code, out = cli(cluster, "runs", "show", "t_rules", "cli-rules", "--json")
+    data = json.loads(out)
+    broken = next(t for t in data["tasks"] if t["task_id"] == "broken")
+    assert broken["state"] == "failed" and "always broken" in broken["error"]
+    code, out = cli(cluster, "runs", "list", "t_rules", "--json")
+    assert "cli-rules" in [r["run_id"] for r in json.loads(out)]
+    code, out = cli(cluster, "runs", "show", "t_rules", "no-such-run")
+    assert code == 1 and "no run 'no-such-run'" in out
+
+
+def test_dlq_lists_shows_and_replays_a_dead_letter(cluster):
+    code, out = cli(cluster, "dags", "trigger", "t_fixable", "--wait", "--run-id", "cli-fix")
+    assert code == 1
+    code, out = cli(cluster, "dlq", "list", "t_fixable", "--json")
+    letters = [d for d in json.loads(out) if d["run_id"] == "cli-fix"]
+    assert len(letters) == 1 and letters[0]["tries"] == 2
+    code, out = cli(cluster, "dlq", "show", str(letters[0]["id"]), "--json")
+    assert "not fixed yet" in json.loads(out)["traceback"]
+    (cluster.marks / "fix-cli-fix").write_text("")
+    code, out = cli(cluster, "dlq", "replay", str(letters[0]["id"]), "--wait", "--timeout", "60")
+    assert code == 0, out
+    code, out = cli(cluster, "dlq", "replay", str(letters[0]["id"]))
+    assert code == 1 and "was replayed" in out
+
+
+def test_bad_cli_input_gets_a_clear_error_and_enqueues_nothing(cluster):
+    before = len(cluster.store.list_dag_runs("t_chain", limit=1000))
+    code, out = cli(cluster, "dags", "trigger", "t_chian")
+    assert code == 1 and 'did you mean "t_chain"' in out
+    code, out = cli(cluster, "dags", "trigger", "t_chain", "--conf", "[1, 2]")
+    assert code == 2 and "must be a JSON object" in out
+    code, out = cli(cluster, "dags", "trigger", "t_chain", "--conf", '{"scale": "big"}')
+    assert code == 1 and '"scale" must be int' in out
+    assert len(cluster.store.list_dag_runs("t_chain", limit=1000)) == before
+
+
+def test_pause_and_unpause_are_stored(cluster):
+    assert cli(cluster, "dags", "pause", "t_chain")[0] == 0
+    assert cluster.store.is_paused("t_chain")
+    assert cli(cluster, "dags", "unpause", "t_chain")[0] == 0
+    assert not cluster.store.is_paused("t_chain")
+    code, out = cli(cluster, "dags", "pause", "nope")
+    assert code == 1 and 'no DAG "nope"' in out
