@@ -33,13 +33,12 @@ from celery import chain, chord  # noqa: E402
 from beatflow.app import create_app  # noqa: E402
 from beatflow.dag.compile import compile_run  # noqa: E402
 from beatflow.dag.loader import load_dags  # noqa: E402
-from beatflow.execution.runtime import runtime_of  # noqa: E402
 from beatflow.runs import follow_run, trigger_dag  # noqa: E402
 from beatflow.settings import Settings  # noqa: E402
 from beatflow.store import Store  # noqa: E402
 from tests import procs  # noqa: E402
 
-BENCH_DAGS = '''
+BENCH_DAGS = """
 from beatflow import DAG, task
 
 
@@ -60,7 +59,7 @@ for width in (100, 1000, BIG):
         for m in mids:
             src >> m
         noop.override(task_id="sink")() << mids
-'''
+"""
 
 MESSAGE_PROBE = '''
 """Records the largest task message this worker publishes (bench only)."""
@@ -115,19 +114,27 @@ def main() -> None:
     r = redis.Redis.from_url(args.redis)
     r.flushdb()
     queue = "bench"
-    env = {"BEATFLOW_BROKER_URL": args.redis, "BEATFLOW_DATABASE_URL": db_url,
-           "BEATFLOW_DAGS_FOLDER": str(dags), "BEATFLOW_QUEUES": queue,
-           "BEATFLOW_LOG_LEVEL": "WARNING", "BEATFLOW_TASK_SOFT_TIME_LIMIT": "1200",
-           "BEATFLOW_TASK_TIME_LIMIT": "1300"}
+    env = {
+        "BEATFLOW_BROKER_URL": args.redis,
+        "BEATFLOW_DATABASE_URL": db_url,
+        "BEATFLOW_DAGS_FOLDER": str(dags),
+        "BEATFLOW_QUEUES": queue,
+        "BEATFLOW_LOG_LEVEL": "WARNING",
+        "BEATFLOW_TASK_SOFT_TIME_LIMIT": "1200",
+        "BEATFLOW_TASK_TIME_LIMIT": "1300",
+    }
     settings = Settings.from_env(env)
     Store.from_settings(settings).upgrade()
     app = create_app(settings)
-    worker = procs.celery_worker(tmp, {**env, "PYTHONPATH": f"{ROOT / 'platform'}:{ROOT}:{ROOT / 'bench'}"},
-                                 queues=queue, concurrency=2,
-                                 extra_args=("-I", "raw_tasks", "-l", "warning"))
+    worker = procs.celery_worker(
+        tmp,
+        {**env, "PYTHONPATH": f"{ROOT / 'platform'}:{ROOT}:{ROOT / 'bench'}"},
+        queues=queue,
+        concurrency=2,
+        extra_args=("-I", "raw_tasks", "-l", "warning"),
+    )
     worker.env["PYTHONPATH"] = f"{ROOT / 'platform'}:{ROOT}:{ROOT / 'bench'}"
     worker.start()
-    results: dict[str, object] = {}
     try:
         procs.wait_worker_ready(app, worker)
         import raw_tasks
@@ -141,7 +148,9 @@ def main() -> None:
         def raw_fan(width: int):
             def run() -> None:
                 chain(noop.si(), chord([noop.si() for _ in range(width)], noop.si())).apply_async(
-                    queue=queue).get(timeout=600)
+                    queue=queue
+                ).get(timeout=600)
+
             return run
 
         def bf(dag_id: str):
@@ -149,6 +158,7 @@ def main() -> None:
                 rec = trigger_dag(app, dag_id)
                 final = follow_run(app, dag_id, rec.run_id, timeout=1200, poll=0.005)
                 assert final.state == "success", final
+
             return run
 
         raw_chain()  # warm up both paths
@@ -171,10 +181,13 @@ def main() -> None:
         max_msg = int(r.get("bench:max_message") or 0)
         rss_after = tree_rss(worker.pid)
         rows.append((f"1 -> {args.big:,} -> 1", raw_big, bf_big))
-        mem = {"worker_rss_mb_before": rss_before / 2**20, "worker_rss_mb_after": rss_after / 2**20,
-               "redis_used_memory_peak_mb": int(r.info("memory")["used_memory_peak"]) / 2**20,
-               "redis_peak_after_raw_mb": redis_raw / 2**20,
-               "largest_beatflow_message_bytes": max_msg}
+        mem = {
+            "worker_rss_mb_before": rss_before / 2**20,
+            "worker_rss_mb_after": rss_after / 2**20,
+            "redis_used_memory_peak_mb": int(r.info("memory")["used_memory_peak"]) / 2**20,
+            "redis_peak_after_raw_mb": redis_raw / 2**20,
+            "largest_beatflow_message_bytes": max_msg,
+        }
     finally:
         worker.stop()
         app.close()
@@ -189,7 +202,8 @@ def main() -> None:
     many = tmp / "many"
     many.mkdir()
     for i in range(1000):
-        (many / f"dag_{i:04d}.py").write_text(textwrap.dedent(f"""
+        (many / f"dag_{i:04d}.py").write_text(
+            textwrap.dedent(f"""
             from beatflow import DAG, task
 
             @task
@@ -200,7 +214,8 @@ def main() -> None:
                 prev = step()
                 for j in range(9):
                     prev = step(prev)
-            """))
+            """)
+        )
     started = time.perf_counter()
     loaded = load_dags(many)
     load_1000 = time.perf_counter() - started
@@ -212,8 +227,10 @@ def main() -> None:
     for label, raw_t, bf_t in rows:
         print(f"{label:<22} {raw_t * 1000:>10.1f}ms {bf_t * 1000:>10.1f}ms {bf_t / raw_t:>6.2f}x")
     chain_row = rows[0]
-    print(f"per hop (10-task chain): raw {chain_row[1] / 10 * 1000:.2f} ms, beatflow "
-          f"{chain_row[2] / 10 * 1000:.2f} ms")
+    print(
+        f"per hop (10-task chain): raw {chain_row[1] / 10 * 1000:.2f} ms, beatflow "
+        f"{chain_row[2] / 10 * 1000:.2f} ms"
+    )
     print(f"compile a 1,000-task DAG: {compile_1000 * 1000:.1f} ms")
     print(f"load 1,000 DAG modules of 10 tasks: {load_1000:.2f} s")
     print(json.dumps({k: round(v, 1) if isinstance(v, float) else v for k, v in mem.items()}))

@@ -41,8 +41,9 @@ class Cluster:
         return len(path.read_text()) if path.exists() else 0
 
     def start_worker(self, **kw: object) -> procs.Proc:
-        worker = procs.celery_worker(self.tmp, self.env, queues=self.env["BEATFLOW_QUEUES"],
-                                     **kw).start()  # type: ignore[arg-type]
+        worker = procs.celery_worker(
+            self.tmp, self.env, queues=self.env["BEATFLOW_QUEUES"], **kw
+        ).start()  # type: ignore[arg-type]
         self.workers.append(worker)
         procs.wait_worker_ready(self.app, worker)
         return worker
@@ -53,13 +54,15 @@ class Cluster:
     def log_tail(self, chars: int = 3000) -> str:
         return "\n".join(w.log()[-chars:] for w in self.workers)
 
-    def run(self, dag_id: str, timeout: float = 60.0,
-            **kw: object) -> tuple[DagRunRecord, dict[str, TaskRunRecord]]:
+    def run(
+        self, dag_id: str, timeout: float = 60.0, **kw: object
+    ) -> tuple[DagRunRecord, dict[str, TaskRunRecord]]:
         record = trigger_dag(self.app, dag_id, **kw)  # type: ignore[arg-type]
         return self.wait(dag_id, record.run_id, timeout)
 
-    def wait(self, dag_id: str, run_id: str,
-             timeout: float = 60.0) -> tuple[DagRunRecord, dict[str, TaskRunRecord]]:
+    def wait(
+        self, dag_id: str, run_id: str, timeout: float = 60.0
+    ) -> tuple[DagRunRecord, dict[str, TaskRunRecord]]:
         try:
             final = follow_run(self.app, dag_id, run_id, timeout=timeout)
         except TimeoutError:
@@ -67,18 +70,32 @@ class Cluster:
         return final, self.tasks(dag_id, run_id)
 
     def tasks(self, dag_id: str, run_id: str) -> dict[str, TaskRunRecord]:
-        return {(t.task_id if t.map_index < 0 else f"{t.task_id}[{t.map_index}]"): t
-                for t in self.store.get_task_runs(dag_id, run_id)}
+        return {
+            (t.task_id if t.map_index < 0 else f"{t.task_id}[{t.map_index}]"): t
+            for t in self.store.get_task_runs(dag_id, run_id)
+        }
 
 
 @contextmanager
-def cluster(tmp: Path, redis_url: str, database_url: str, *, workers: int = 1,
-            env: Mapping[str, str] | None = None, dags: Path = DAGS) -> Iterator[Cluster]:
+def cluster(
+    tmp: Path,
+    redis_url: str,
+    database_url: str,
+    *,
+    workers: int = 1,
+    env: Mapping[str, str] | None = None,
+    dags: Path = DAGS,
+) -> Iterator[Cluster]:
     queue = f"q{uuid.uuid4().hex[:6]}"
-    full = {"BEATFLOW_BROKER_URL": redis_url, "BEATFLOW_DATABASE_URL": database_url,
-            "BEATFLOW_DAGS_FOLDER": str(dags), "BEATFLOW_QUEUES": queue,
-            "BEATFLOW_LEASE_SECONDS": "5", "BEATFLOW_TEST_MARKS": str(tmp / "marks"),
-            **(env or {})}
+    full = {
+        "BEATFLOW_BROKER_URL": redis_url,
+        "BEATFLOW_DATABASE_URL": database_url,
+        "BEATFLOW_DAGS_FOLDER": str(dags),
+        "BEATFLOW_QUEUES": queue,
+        "BEATFLOW_LEASE_SECONDS": "5",
+        "BEATFLOW_TEST_MARKS": str(tmp / "marks"),
+        **(env or {}),
+    }
     settings = Settings.from_env({k: v for k, v in full.items() if k != "BEATFLOW_TEST_MARKS"})
     Store.from_settings(settings).upgrade()
     app = create_app(settings)

@@ -16,8 +16,12 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def wait_for(predicate: Callable[[], object], timeout: float = 30.0, interval: float = 0.05,
-             message: str = "condition") -> object:
+def wait_for(
+    predicate: Callable[[], object],
+    timeout: float = 30.0,
+    interval: float = 0.05,
+    message: str = "condition",
+) -> object:
     """Poll ``predicate`` until it returns something truthy; fail after ``timeout`` seconds."""
     deadline = time.monotonic() + timeout
     while True:
@@ -31,8 +35,13 @@ def wait_for(predicate: Callable[[], object], timeout: float = 30.0, interval: f
 
 def beatflow_env(extra: Mapping[str, str]) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("BEATFLOW_")}
-    env.update({"PYTHONPATH": os.pathsep.join([str(ROOT / "platform"), str(ROOT)]),
-                "BEATFLOW_LOG_FORMAT": "json", "PYTHONUNBUFFERED": "1"})
+    env.update(
+        {
+            "PYTHONPATH": os.pathsep.join([str(ROOT / "platform"), str(ROOT)]),
+            "BEATFLOW_LOG_FORMAT": "json",
+            "PYTHONUNBUFFERED": "1",
+        }
+    )
     env.update(extra)
     return env
 
@@ -46,10 +55,15 @@ class Proc:
     name: str = field(default_factory=lambda: uuid.uuid4().hex[:8])
 
     def start(self) -> Proc:
-        log = open(self.log_path, "ab")
-        self.popen = subprocess.Popen(self.argv, env=self.env, stdout=log, stderr=subprocess.STDOUT,
-                                      cwd=str(ROOT), start_new_session=True)
-        log.close()
+        with open(self.log_path, "ab") as log:
+            self.popen = subprocess.Popen(
+                self.argv,
+                env=self.env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                cwd=str(ROOT),
+                start_new_session=True,
+            )
         return self
 
     @property
@@ -80,13 +94,39 @@ class Proc:
             self.kill()
 
 
-def celery_worker(tmp_path: Path, env: Mapping[str, str], *, queues: str = "default",
-                  concurrency: int = 2, name: str | None = None, pool: str = "prefork",
-                  extra_args: tuple[str, ...] = ()) -> Proc:
+def celery_worker(
+    tmp_path: Path,
+    env: Mapping[str, str],
+    *,
+    queues: str = "default",
+    concurrency: int = 2,
+    name: str | None = None,
+    pool: str = "prefork",
+    extra_args: tuple[str, ...] = (),
+) -> Proc:
     node = name or f"w{uuid.uuid4().hex[:6]}"
-    argv = [sys.executable, "-m", "celery", "-A", "beatflow", "worker", "-l", "info", "-E",
-            "-P", pool, "-c", str(concurrency), "-Q", queues, "-n", f"{node}@%h",
-            "--without-mingle", "--without-gossip", *extra_args]
+    argv = [
+        sys.executable,
+        "-m",
+        "celery",
+        "-A",
+        "beatflow",
+        "worker",
+        "-l",
+        "info",
+        "-E",
+        "-P",
+        pool,
+        "-c",
+        str(concurrency),
+        "-Q",
+        queues,
+        "-n",
+        f"{node}@%h",
+        "--without-mingle",
+        "--without-gossip",
+        *extra_args,
+    ]
     return Proc(argv, beatflow_env(env), tmp_path / f"worker-{node}.log", name=node)
 
 

@@ -27,7 +27,7 @@ def create_app(settings: Settings | None = None, *, load_dags: bool = True) -> C
     settings = settings or Settings.from_env()
     app = Celery("beatflow", set_as_current=False)
     app.conf.update(settings.celery_config())
-    app.beatflow_settings = settings  # type: ignore[attr-defined]
+    app.beatflow_settings = settings
     from beatflow.execution.tasks import install
 
     install(app, settings, load_dags=load_dags)
@@ -49,12 +49,12 @@ def get_app() -> Celery:
 
 
 def settings_of(app: Celery) -> Settings:
-    settings: Settings = app.beatflow_settings  # type: ignore[attr-defined]
+    settings: Settings = app.beatflow_settings
     return settings
 
 
-@signals.setup_logging.connect
+@signals.setup_logging.connect  # type: ignore[untyped-decorator]
 def _setup_logging(**_: Any) -> None:
     # Connecting this signal stops Celery from installing its own root handler.
-    settings = _app.beatflow_settings if _app is not None else Settings.from_env()  # type: ignore[attr-defined]
+    settings = _app.beatflow_settings if _app is not None else Settings.from_env()
     configure_logging(settings)

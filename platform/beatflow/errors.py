@@ -1,19 +1,19 @@
 """The exception tree: every error beatflow raises on purpose derives from BeatflowError.
 
-    BeatflowError
-    ├── SettingsError            bad BEATFLOW_* values (all of them, at once)
-    ├── DagError                 a DAG definition is wrong
-    │   ├── DagDefinitionError   cycle, unknown dependency, duplicate id, bad schedule
-    │   └── DagImportError       a module in the dags folder failed to import
-    ├── DagNotFoundError         no DAG with that id is loaded
-    ├── ConfError                a trigger's conf does not match the DAG's params
-    ├── StoreError               the results database failed or refused
-    │   ├── StoreUnavailableError  the database cannot be reached (retry later)
-    │   ├── SchemaOutOfDateError   the database is behind the code: run `beatflow db upgrade`
-    │   └── ResultError            a task's return value is not JSON or is too large
-    ├── LeaseHeldError           another live worker holds the task run's lease
-    ├── SchedulerError           the beat cannot run with these settings
-    └── DevStackError            `beatflow dev` cannot start its Redis or a child process
+BeatflowError
+├── SettingsError            bad BEATFLOW_* values (all of them, at once)
+├── DagError                 a DAG definition is wrong
+│   ├── DagDefinitionError   cycle, unknown dependency, duplicate id, bad schedule
+│   └── DagImportError       a module in the dags folder failed to import
+├── DagNotFoundError         no DAG with that id is loaded
+├── ConfError                a trigger's conf does not match the DAG's params
+├── StoreError               the results database failed or refused
+│   ├── StoreUnavailableError  the database cannot be reached (retry later)
+│   ├── SchemaOutOfDateError   the database is behind the code: run `beatflow db upgrade`
+│   └── ResultError            a task's return value is not JSON or is too large
+├── LeaseHeldError           another live worker holds the task run's lease
+├── SchedulerError           the beat cannot run with these settings
+└── DevStackError            `beatflow dev` cannot start its Redis or a child process
 """
 
 from __future__ import annotations
@@ -91,7 +91,9 @@ class StoreUnavailableError(StoreError):
 class SchemaOutOfDateError(StoreError):
     """Raised when the database schema is behind the code."""
 
-    def __init__(self, message: str, *, current: str | None = None, head: str | None = None) -> None:
+    def __init__(
+        self, message: str, *, current: str | None = None, head: str | None = None
+    ) -> None:
         self.current = current
         self.head = head
         super().__init__(message)

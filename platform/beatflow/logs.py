@@ -12,12 +12,14 @@ import sys
 import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
+from types import MappingProxyType
 from typing import Any
 
 from beatflow.settings import Settings
 
+_NO_IDS: Mapping[str, Any] = MappingProxyType({})
 _CORRELATION: contextvars.ContextVar[Mapping[str, Any]] = contextvars.ContextVar(
-    "beatflow_correlation", default={}
+    "beatflow_correlation", default=_NO_IDS
 )
 CORRELATION_FIELDS = ("dag_id", "run_id", "task_id", "try_number", "celery_task_id")
 _configured = False

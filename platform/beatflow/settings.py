@@ -90,7 +90,10 @@ class Settings:
                 shown = _MASK if _secret(name) else mask_url(raw)
                 problems.append(f"{var}={shown!r}: {exc}")
         unknown = sorted(
-            k for k in env if k.startswith(PREFIX) and k[len(PREFIX):].lower() not in known
+            k
+            for k in env
+            if k.startswith(PREFIX)
+            and k[len(PREFIX) :].lower() not in known
             and not k.startswith(PREFIX + "TEST_")
         )
         if problems:
@@ -187,7 +190,7 @@ class Settings:
         return out
 
     def __repr__(self) -> str:
-        body = ", ".join(f"{k[len(PREFIX):].lower()}={v!r}" for k, v in self.masked().items())
+        body = ", ".join(f"{k[len(PREFIX) :].lower()}={v!r}" for k, v in self.masked().items())
         return f"Settings({body})"
 
     def celery_config(self) -> dict[str, Any]:
@@ -311,7 +314,9 @@ def _level(raw: str) -> str:
 def _redis_url(raw: str) -> str:
     value = raw.strip()
     if urlsplit(value).scheme not in _REDIS_SCHEMES:
-        raise ValueError("expected a Redis URL (redis://, rediss://, sentinel://, redis-sentinel://)")
+        raise ValueError(
+            "expected a Redis URL (redis://, rediss://, sentinel://, redis-sentinel://)"
+        )
     return value
 
 
@@ -323,9 +328,9 @@ def _db_url(raw: str) -> str:
             "expected postgresql+psycopg://user:password@host:5432/db or sqlite:///path.db"
         )
     if scheme == "postgres":  # what Heroku-style providers hand out
-        value = "postgresql" + value[len("postgres"):]
+        value = "postgresql" + value[len("postgres") :]
     if value.startswith("postgresql://"):
-        value = "postgresql+psycopg://" + value[len("postgresql://"):]
+        value = "postgresql+psycopg://" + value[len("postgresql://") :]
     return value
 
 

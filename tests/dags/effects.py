@@ -30,6 +30,7 @@ def fixable(ctx) -> str:
 with DAG("t_effect", params={"sleep": 0.0}):
     downstream(effect())
 
+
 @task
 def after_fix(value: str) -> str:
     return f"after {value}"

@@ -34,8 +34,14 @@ with DAG("t_retry"):
 
 with DAG("t_rules", params={"fixed": False}):
     b, o = broken(), ok()
-    for rule in ("all_success", "all_done", "all_failed", "one_success", "one_failed",
-                 "none_failed"):
+    for rule in (
+        "all_success",
+        "all_done",
+        "all_failed",
+        "one_success",
+        "one_failed",
+        "none_failed",
+    ):
         [b, o] >> _after(rule)()
 
 with DAG("t_skip"):

@@ -24,6 +24,7 @@ with DAG("t_nsp"):
     d = after.override(task_id="d")("d", b)
 
 with DAG("t_wide"):
+
     @task
     def noop(i: int) -> int:
         return i

@@ -9,28 +9,31 @@ from beatflow.execution.rules import dag_run_state, decide
 S, F, U, K = "success", "failed", "upstream_failed", "skipped"
 
 
-@pytest.mark.parametrize("rule, states, expected", [
-    ("all_success", [S, S], "run"),
-    ("all_success", [S, F], "upstream_failed"),
-    ("all_success", [S, U], "upstream_failed"),
-    ("all_success", [S, K], "skipped"),
-    ("all_done", [F, K, U], "run"),
-    ("all_failed", [F, U], "run"),
-    ("all_failed", [F, S], "skipped"),
-    ("one_success", [F, S], "run"),
-    ("one_success", [F, F], "upstream_failed"),
-    ("one_success", [K, K], "skipped"),
-    ("one_failed", [S, F], "run"),
-    ("one_failed", [S, S], "skipped"),
-    ("none_failed", [S, K], "run"),
-    ("none_failed", [S, U], "upstream_failed"),
-    ("none_failed_min_one_success", [K, K], "skipped"),
-    ("none_failed_min_one_success", [K, S], "run"),
-    ("none_skipped", [S, F], "run"),
-    ("none_skipped", [S, K], "skipped"),
-    ("always", [F, U], "run"),
-    ("all_success", [], "run"),
-])
+@pytest.mark.parametrize(
+    "rule, states, expected",
+    [
+        ("all_success", [S, S], "run"),
+        ("all_success", [S, F], "upstream_failed"),
+        ("all_success", [S, U], "upstream_failed"),
+        ("all_success", [S, K], "skipped"),
+        ("all_done", [F, K, U], "run"),
+        ("all_failed", [F, U], "run"),
+        ("all_failed", [F, S], "skipped"),
+        ("one_success", [F, S], "run"),
+        ("one_success", [F, F], "upstream_failed"),
+        ("one_success", [K, K], "skipped"),
+        ("one_failed", [S, F], "run"),
+        ("one_failed", [S, S], "skipped"),
+        ("none_failed", [S, K], "run"),
+        ("none_failed", [S, U], "upstream_failed"),
+        ("none_failed_min_one_success", [K, K], "skipped"),
+        ("none_failed_min_one_success", [K, S], "run"),
+        ("none_skipped", [S, F], "run"),
+        ("none_skipped", [S, K], "skipped"),
+        ("always", [F, U], "run"),
+        ("all_success", [], "run"),
+    ],
+)
 def test_each_rule_decides_from_upstream_states(rule, states, expected):
     assert decide(rule, states) == expected
 

@@ -55,8 +55,10 @@ def list_(as_json: bool) -> None:
         paused = runtime_or_exit().store.paused_dag_ids()
     except BeatflowError:
         paused = None  # the list still works without a database
-    rows = [_dag_json(d, None if paused is None else d.dag_id in paused)
-            for d in sorted(bag.dags.values(), key=lambda d: d.dag_id)]
+    rows = [
+        _dag_json(d, None if paused is None else d.dag_id in paused)
+        for d in sorted(bag.dags.values(), key=lambda d: d.dag_id)
+    ]
     if as_json:
         echo_json({"dags": rows, "errors": [_error_json(e) for e in bag.errors]})
         return
@@ -64,8 +66,10 @@ def list_(as_json: bool) -> None:
         width = max(len(r["dag_id"]) for r in rows)
         for r in rows:
             state = {True: "paused", False: "active", None: "?"}[r["paused"]]
-            click.echo(f"{r['dag_id']:<{width}}  {state:<6}  {r['schedule'] or 'manual':<28}  "
-                       f"{r['tasks']:>3} tasks  {','.join(r['tags'])}")
+            click.echo(
+                f"{r['dag_id']:<{width}}  {state:<6}  {r['schedule'] or 'manual':<28}  "
+                f"{r['tasks']:>3} tasks  {','.join(r['tags'])}"
+            )
     else:
         click.echo(f"no DAGs in {bag.folder}")
     if bag.errors:
@@ -80,20 +84,30 @@ def check(as_json: bool) -> None:
     """Load every DAG; exit 1 if any module or DAG is broken (for CI in your repo)."""
     bag = _bag()
     if as_json:
-        echo_json({"ok": bag.ok, "dags": sorted(bag.dags), "seconds": round(bag.seconds, 3),
-                   "errors": [_error_json(e) for e in bag.errors]})
+        echo_json(
+            {
+                "ok": bag.ok,
+                "dags": sorted(bag.dags),
+                "seconds": round(bag.seconds, 3),
+                "errors": [_error_json(e) for e in bag.errors],
+            }
+        )
     else:
         for err in bag.errors:
             click.echo(f"error: {err}", err=True)
-        click.echo(f"{len(bag.dags)} DAGs loaded, {len(bag.errors)} broken "
-                   f"({bag.seconds:.2f}s)")
+        click.echo(f"{len(bag.dags)} DAGs loaded, {len(bag.errors)} broken ({bag.seconds:.2f}s)")
     sys.exit(0 if bag.ok else 1)
 
 
 @dags.command()
 @click.argument("dag_id")
-@click.option("--format", "fmt", type=click.Choice(["text", "mermaid", "dot", "json"]),
-              default="text", show_default=True)
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["text", "mermaid", "dot", "json"]),
+    default="text",
+    show_default=True,
+)
 def show(dag_id: str, fmt: str) -> None:
     """Draw a DAG (text, Mermaid or Graphviz DOT) and the canvas it compiles to; say where a
     barrier was added because the DAG is not series-parallel."""
@@ -111,16 +125,30 @@ def show(dag_id: str, fmt: str) -> None:
         click.echo(render_dot(dag))
     elif fmt == "json":
         plan = build_plan(dag)
-        echo_json({
-            **_dag_json(dag, None),
-            "tasks": [{"task_id": t, "upstream": sorted(s.upstream), "trigger_rule": s.trigger_rule,
-                       "mapped_over": s.map_over, "retries": s.retry.retries}
-                      for t, s in dag.tasks.items()],
-            "plan": plan_dict(plan.root),
-            "barriers": [{"before": list(b.before), "after": list(b.after),
-                          "added_waits": [list(e) for e in b.false_edges]}
-                         for b in plan.barriers],
-        })
+        echo_json(
+            {
+                **_dag_json(dag, None),
+                "tasks": [
+                    {
+                        "task_id": t,
+                        "upstream": sorted(s.upstream),
+                        "trigger_rule": s.trigger_rule,
+                        "mapped_over": s.map_over,
+                        "retries": s.retry.retries,
+                    }
+                    for t, s in dag.tasks.items()
+                ],
+                "plan": plan_dict(plan.root),
+                "barriers": [
+                    {
+                        "before": list(b.before),
+                        "after": list(b.after),
+                        "added_waits": [list(e) for e in b.false_edges],
+                    }
+                    for b in plan.barriers
+                ],
+            }
+        )
     else:
         click.echo(render_text(dag))
 
@@ -131,11 +159,13 @@ def _parse_conf(raw: str | None) -> dict[str, Any] | None:
     try:
         conf = json.loads(raw)
     except json.JSONDecodeError as exc:
-        raise click.BadParameter(f"not valid JSON ({exc.msg} at column {exc.colno})",
-                                 param_hint="--conf") from None
+        raise click.BadParameter(
+            f"not valid JSON ({exc.msg} at column {exc.colno})", param_hint="--conf"
+        ) from None
     if not isinstance(conf, dict):
-        raise click.BadParameter("must be a JSON object, e.g. '{\"limit\": 10}'",
-                                 param_hint="--conf")
+        raise click.BadParameter(
+            "must be a JSON object, e.g. '{\"limit\": 10}'", param_hint="--conf"
+        )
     return conf
 
 
@@ -144,11 +174,17 @@ def _parse_conf(raw: str | None) -> dict[str, Any] | None:
 @click.option("--conf", help="JSON object of params for this run, checked against the DAG.")
 @click.option("--run-id", help="Run id (default manual__<now>); the same id twice is one run.")
 @click.option("--wait", is_flag=True, help="Follow the run; exit 0 only if it succeeds.")
-@click.option("--timeout", type=float, default=3600.0, show_default=True,
-              help="With --wait: give up after this many seconds (exit 3).")
+@click.option(
+    "--timeout",
+    type=float,
+    default=3600.0,
+    show_default=True,
+    help="With --wait: give up after this many seconds (exit 3).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts.")
-def trigger(dag_id: str, conf: str | None, run_id: str | None, wait: bool, timeout: float,
-            as_json: bool) -> None:
+def trigger(
+    dag_id: str, conf: str | None, run_id: str | None, wait: bool, timeout: float, as_json: bool
+) -> None:
     """Start a DAG run now."""
     from beatflow.runs import follow_run, trigger_dag
 
@@ -173,8 +209,7 @@ def trigger(dag_id: str, conf: str | None, run_id: str | None, wait: bool, timeo
     if not as_json:
         click.echo(f"triggered {dag_id} run {record.run_id}; following it...")
     try:
-        final = follow_run(app, dag_id, record.run_id, on_task_change=show_change,
-                           timeout=timeout)
+        final = follow_run(app, dag_id, record.run_id, on_task_change=show_change, timeout=timeout)
     except TimeoutError as exc:
         click.echo(f"error: {exc}", err=True)
         sys.exit(3)
@@ -182,8 +217,12 @@ def trigger(dag_id: str, conf: str | None, run_id: str | None, wait: bool, timeo
         from beatflow.execution.runtime import runtime_of
 
         store = runtime_of(app).store
-        echo_json({**dag_run_json(final),
-                   "tasks": [task_run_json(t) for t in store.get_task_runs(dag_id, final.run_id)]})
+        echo_json(
+            {
+                **dag_run_json(final),
+                "tasks": [task_run_json(t) for t in store.get_task_runs(dag_id, final.run_id)],
+            }
+        )
     else:
         click.echo(f"run {final.run_id}: {final.state} in {final.duration_seconds or 0:.2f}s")
     sys.exit(0 if final.state == "success" else 1)
@@ -217,8 +256,9 @@ def _parse_date(value: str, name: str) -> datetime:
     try:
         parsed = datetime.fromisoformat(value)
     except ValueError:
-        raise click.BadParameter(f"{value!r} is not an ISO date such as 2026-11-01 or "
-                                 "2026-11-01T10:00", param_hint=name) from None
+        raise click.BadParameter(
+            f"{value!r} is not an ISO date such as 2026-11-01 or 2026-11-01T10:00", param_hint=name
+        ) from None
     return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
 
 

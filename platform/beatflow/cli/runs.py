@@ -45,8 +45,9 @@ def show(dag_id: str, run_id: str, as_json: bool) -> None:
     store = runtime_or_exit().store
     run = store.get_dag_run(dag_id, run_id)
     if run is None:
-        raise click.ClickException(f"no run {run_id!r} of DAG {dag_id!r}; see `beatflow runs "
-                                   f"list {dag_id}`")
+        raise click.ClickException(
+            f"no run {run_id!r} of DAG {dag_id!r}; see `beatflow runs list {dag_id}`"
+        )
     tasks = store.get_task_runs(dag_id, run_id)
     if as_json:
         echo_json({**dag_run_json(run), "tasks": [task_run_json(t) for t in tasks]})

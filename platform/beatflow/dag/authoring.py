@@ -90,8 +90,10 @@ class DAG:
         on_sla_miss: Callable[..., Any] | None = None,
     ) -> None:
         file, line = _caller()
-        if not isinstance(dag_id, str) or not dag_id or not all(
-            c.isalnum() or c in "_-" for c in dag_id
+        if (
+            not isinstance(dag_id, str)
+            or not dag_id
+            or not all(c.isalnum() or c in "_-" for c in dag_id)
         ):
             raise DagDefinitionError(
                 f"invalid DAG id {dag_id!r}: use letters, digits, '_' and '-'", file=file, line=line
@@ -103,9 +105,7 @@ class DAG:
             try:
                 sched = Schedule.parse(schedule, tz, anchor=start)
             except ValueError as exc:
-                raise DagDefinitionError(
-                    f'DAG "{dag_id}": {exc}', file=file, line=line
-                ) from None
+                raise DagDefinitionError(f'DAG "{dag_id}": {exc}', file=file, line=line) from None
         if max_active_runs < 1:
             raise DagDefinitionError(
                 f'DAG "{dag_id}": max_active_runs must be at least 1', file=file, line=line
@@ -240,11 +240,11 @@ class Task:
         passed as the first argument; a downstream task receives the list of results."""
         dag = _current_dag.get()
         if dag is None:
-            return [self.fn(x, *args, **kwargs) for x in over]  # type: ignore[attr-defined,no-any-return]
+            return [self.fn(x, *args, **kwargs) for x in over]  # type: ignore[return-value,attr-defined]
         if not isinstance(over, TaskRef):
             file, line = _caller()
             raise DagDefinitionError(
-                f'{self.fn.__name__}.map() takes the result of another task (a list at run time), '
+                f"{self.fn.__name__}.map() takes the result of another task (a list at run time), "
                 f"got {type(over).__name__}",
                 file=file,
                 line=line,
@@ -317,9 +317,7 @@ def _opt_seconds(value: float | timedelta | None) -> float | None:
 @overload
 def task(fn: Callable[..., Any], /) -> Task: ...
 @overload
-def task(
-    fn: None = None, /, **options: Any
-) -> Callable[[Callable[..., Any]], Task]: ...
+def task(fn: None = None, /, **options: Any) -> Callable[[Callable[..., Any]], Task]: ...
 
 
 def task(fn: Callable[..., Any] | None = None, /, **options: Any) -> Any:

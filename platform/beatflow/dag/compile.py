@@ -34,8 +34,9 @@ def plan_for(dag: DAG) -> Plan:
     return plan
 
 
-def task_signature(app: Celery, dag: DAG, task_id: str, run_id: str,
-                   map_index: int | None = None) -> Signature:
+def task_signature(
+    app: Celery, dag: DAG, task_id: str, run_id: str, map_index: int | None = None
+) -> Signature:
     spec = dag.tasks[task_id]
     options: dict[str, Any] = {}
     if spec.queue:
@@ -43,12 +44,14 @@ def task_signature(app: Celery, dag: DAG, task_id: str, run_id: str,
     if spec.priority is not None:
         options["priority"] = spec.priority
     kwargs = {} if map_index is None else {"map_index": map_index}
-    return app.signature(task_name(dag.dag_id, task_id), args=(run_id,), kwargs=kwargs,
-                         immutable=True, **options)
+    return app.signature(
+        task_name(dag.dag_id, task_id), args=(run_id,), kwargs=kwargs, immutable=True, **options
+    )
 
 
-def compile_node(app: Celery, dag: DAG, run_id: str, node: Node, path: str,
-                 *, inline_limit: int = INLINE_LIMIT) -> Signature:
+def compile_node(
+    app: Celery, dag: DAG, run_id: str, node: Node, path: str, *, inline_limit: int = INLINE_LIMIT
+) -> Signature:
     """Canvas for ``node`` (at ``path`` in the plan); big children become segment tasks."""
     if isinstance(node, Leaf):
         return task_signature(app, dag, node.task_id, run_id)
@@ -58,8 +61,9 @@ def compile_node(app: Celery, dag: DAG, run_id: str, node: Node, path: str,
         if not isinstance(child, Leaf) and size(child) > inline_limit:
             parts.append(segment_signature(app, dag.dag_id, run_id, child_path))
         else:
-            parts.append(compile_node(app, dag, run_id, child, child_path,
-                                      inline_limit=inline_limit))
+            parts.append(
+                compile_node(app, dag, run_id, child, child_path, inline_limit=inline_limit)
+            )
     if isinstance(node, Series):
         return chain(*parts) if len(parts) > 1 else parts[0]
     assert isinstance(node, Parallel)
@@ -70,7 +74,9 @@ def segment_signature(app: Celery, dag_id: str, run_id: str, path: str) -> Signa
     return app.signature(SEGMENT_TASK, args=(dag_id, run_id, path), immutable=True)
 
 
-def compile_run(app: Celery, dag: DAG, run_id: str, *, inline_limit: int = INLINE_LIMIT) -> Signature:
+def compile_run(
+    app: Celery, dag: DAG, run_id: str, *, inline_limit: int = INLINE_LIMIT
+) -> Signature:
     """The whole canvas of one DAG run: the plan's root, then the step that closes the run."""
     plan = plan_for(dag)
     body = compile_node(app, dag, run_id, plan.root, "", inline_limit=inline_limit)
@@ -81,8 +87,9 @@ def compile_run(app: Celery, dag: DAG, run_id: str, *, inline_limit: int = INLIN
     return chain(body, finish)
 
 
-def map_signatures(app: Celery, dag: DAG, task_id: str, run_id: str,
-                   start: int, end: int) -> Signature:
+def map_signatures(
+    app: Celery, dag: DAG, task_id: str, run_id: str, start: int, end: int
+) -> Signature:
     """Canvas for mapped task runs ``start..end-1``: one group, nested in chunks of FANOUT."""
     count = end - start
     if count <= FANOUT:
@@ -90,8 +97,13 @@ def map_signatures(app: Celery, dag: DAG, task_id: str, run_id: str,
     step = FANOUT
     while -(-count // step) > FANOUT:
         step *= FANOUT
-    return group([
-        app.signature(MAP_CHUNK_TASK, args=(dag.dag_id, task_id, run_id, s, min(end, s + step)),
-                      immutable=True)
-        for s in range(start, end, step)
-    ])
+    return group(
+        [
+            app.signature(
+                MAP_CHUNK_TASK,
+                args=(dag.dag_id, task_id, run_id, s, min(end, s + step)),
+                immutable=True,
+            )
+            for s in range(start, end, step)
+        ]
+    )

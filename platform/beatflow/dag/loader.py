@@ -131,9 +131,7 @@ def _load_module(folder: Path, path: Path) -> list[DAG | LoadError]:
             sys.modules.pop(name, None)
             if isinstance(exc, KeyboardInterrupt):
                 raise
-            message = exc.message if isinstance(exc, DagError) else (
-                f"{type(exc).__name__}: {exc}"
-            )
+            message = exc.message if isinstance(exc, DagError) else (f"{type(exc).__name__}: {exc}")
             return [LoadError(str(path), _error_line(exc, path), message)]
     finally:
         authoring._collector.reset(token)

@@ -179,14 +179,17 @@ class DAG:
                 file=first.file,
                 line=first.line,
             )
-        if self.start_date is not None and self.end_date is not None:
-            if self.end_date <= self.start_date:
-                raise DagDefinitionError(
-                    f'DAG "{self.dag_id}": end_date {self.end_date} is not after start_date '
-                    f"{self.start_date}",
-                    file=self.file,
-                    line=self.line,
-                )
+        if (
+            self.start_date is not None
+            and self.end_date is not None
+            and self.end_date <= self.start_date
+        ):
+            raise DagDefinitionError(
+                f'DAG "{self.dag_id}": end_date {self.end_date} is not after start_date '
+                f"{self.start_date}",
+                file=self.file,
+                line=self.line,
+            )
 
     def find_cycle(self) -> list[str]:
         """A cycle as a path ``[a, b, ..., a]``, or ``[]`` if the DAG is acyclic."""
@@ -208,7 +211,7 @@ class DAG:
                     continue
                 child = children.pop(0)
                 if colour[child] == grey:
-                    return path[path.index(child):] + [child]
+                    return path[path.index(child) :] + [child]
                 if colour[child] == white:
                     colour[child] = grey
                     path.append(child)
@@ -247,7 +250,9 @@ class DAG:
                 if indegree[child] == 0:
                     heapq.heappush(heap, (position[child], child))
         if len(order) != len(self.tasks):
-            raise DagDefinitionError(f'DAG "{self.dag_id}" has a cycle', file=self.file, line=self.line)
+            raise DagDefinitionError(
+                f'DAG "{self.dag_id}" has a cycle', file=self.file, line=self.line
+            )
         return order
 
     def roots(self) -> list[str]:

@@ -88,7 +88,8 @@ def _chunk(node: Node, fanout: int) -> Node:
     children = [_chunk(c, fanout) for c in node.children]
     while len(children) > fanout:
         children = [
-            kind(tuple(children[i:i + fanout])) if len(children[i:i + fanout]) > 1
+            kind(tuple(children[i : i + fanout]))
+            if len(children[i : i + fanout]) > 1
             else children[i]
             for i in range(0, len(children), fanout)
         ]
@@ -115,8 +116,9 @@ def _build(dag: DAG) -> Plan:
     return plan
 
 
-def _components(members: list[int], order: list[str], neighbours: dict[str, set[str]],
-                index: dict[str, int]) -> list[list[int]]:
+def _components(
+    members: list[int], order: list[str], neighbours: dict[str, set[str]], index: dict[str, int]
+) -> list[list[int]]:
     inside = set(members)
     seen: set[int] = set()
     comps: list[list[int]] = []
@@ -137,8 +139,14 @@ def _components(members: list[int], order: list[str], neighbours: dict[str, set[
     return comps
 
 
-def _decompose(members: list[int], order: list[str], desc: list[int],
-               neighbours: dict[str, set[str]], index: dict[str, int], plan: Plan) -> Node:
+def _decompose(
+    members: list[int],
+    order: list[str],
+    desc: list[int],
+    neighbours: dict[str, set[str]],
+    index: dict[str, int],
+    plan: Plan,
+) -> Node:
     if len(members) == 1:
         return Leaf(order[members[0]])
     comps = _components(members, order, neighbours, index)
@@ -159,10 +167,7 @@ def _decompose(members: list[int], order: list[str], desc: list[int],
         before = [order[i] for i in members[:k]]
         after = [order[i] for i in members[k:]]
         false_edges = tuple(
-            (order[a], order[b])
-            for a in members[:k]
-            for b in members[k:]
-            if not (desc[a] >> b) & 1
+            (order[a], order[b]) for a in members[:k] for b in members[k:] if not (desc[a] >> b) & 1
         )
         plan.barriers.append(Barrier(tuple(before), tuple(after), false_edges))
         cuts = [k]

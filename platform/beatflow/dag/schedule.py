@@ -93,8 +93,9 @@ class Schedule:
             elapsed = (instant - self.anchor).total_seconds()
             if elapsed < 0:
                 return None
-            return self.anchor + timedelta(seconds=(elapsed // self.interval.total_seconds())
-                                           * self.interval.total_seconds())
+            return self.anchor + timedelta(
+                seconds=(elapsed // self.interval.total_seconds()) * self.interval.total_seconds()
+            )
         assert self.cron is not None
         local = instant.astimezone(self.timezone).replace(tzinfo=None)
         it = croniter(self.cron, local + timedelta(hours=1, seconds=1))

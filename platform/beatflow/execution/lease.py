@@ -27,8 +27,9 @@ class LeaseKeeper:
             if self._thread is None or self._pid != os.getpid() or not self._thread.is_alive():
                 # (re)start after a fork: threads do not survive into prefork children
                 self._pid = os.getpid()
-                self._thread = threading.Thread(target=self._loop, name="beatflow-lease",
-                                                daemon=True)
+                self._thread = threading.Thread(
+                    target=self._loop, name="beatflow-lease", daemon=True
+                )
                 self._thread.start()
 
     def release(self, dedupe_key: str) -> None:
@@ -42,8 +43,11 @@ class LeaseKeeper:
             for key, token in held:
                 try:
                     if not self._renew(key, token):
-                        log.warning("lease on task run %s was taken over by another worker", key,
-                                    extra={"dedupe_key": key})
+                        log.warning(
+                            "lease on task run %s was taken over by another worker",
+                            key,
+                            extra={"dedupe_key": key},
+                        )
                         self.release(key)
                 except Exception:  # noqa: BLE001 - a DB blip must not kill the renewer
                     log.warning("could not renew lease on %s; will retry", key, exc_info=True)

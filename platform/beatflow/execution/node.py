@@ -15,9 +15,9 @@ from typing import TYPE_CHECKING, Any
 from celery import Task as CeleryTask
 from celery.exceptions import Retry
 
+from beatflow.dag.authoring import _context
 from beatflow.dag.compile import map_signatures
 from beatflow.dag.model import DAG, Ref, TaskSpec
-from beatflow.dag.authoring import _context
 from beatflow.errors import ResultError, StoreUnavailableError
 from beatflow.execution import events, rules
 from beatflow.execution.context import TaskContext, make_logger
@@ -58,15 +58,21 @@ def dedupe_key_for(spec: TaskSpec, dag: DAG, run: DagRunRecord, map_index: int) 
 
 
 def _store_backoff(retries: int) -> float:
-    return min(STORE_RETRY_MAX_DELAY, 0.5 * 2**retries) * (0.5 + random.random() / 2)
+    return float(min(STORE_RETRY_MAX_DELAY, 0.5 * 2**retries) * (0.5 + random.random() / 2))
 
 
-def run_node(runtime: Runtime, task: CeleryTask, dag: DAG, spec: TaskSpec, run_id: str,
-             map_index: int | None) -> None:
+def run_node(
+    runtime: Runtime, task: CeleryTask, dag: DAG, spec: TaskSpec, run_id: str, map_index: int | None
+) -> None:
     """Body of the Celery task ``<dag_id>.<task_id>``."""
     index = -1 if map_index is None else map_index
-    with correlation(dag_id=dag.dag_id, run_id=run_id, task_id=spec.task_id,
-                     celery_task_id=task.request.id, map_index=index):
+    with correlation(
+        dag_id=dag.dag_id,
+        run_id=run_id,
+        task_id=spec.task_id,
+        celery_task_id=task.request.id,
+        map_index=index,
+    ):
         try:
             _run(runtime, task, dag, spec, run_id, index)
         except StoreUnavailableError as exc:
@@ -75,8 +81,9 @@ def run_node(runtime: Runtime, task: CeleryTask, dag: DAG, spec: TaskSpec, run_i
             raise task.retry(countdown=delay, exc=exc) from exc
 
 
-def _run(runtime: Runtime, task: CeleryTask, dag: DAG, spec: TaskSpec, run_id: str,
-         index: int) -> None:
+def _run(
+    runtime: Runtime, task: CeleryTask, dag: DAG, spec: TaskSpec, run_id: str, index: int
+) -> None:
     store = runtime.store
     run = store.get_dag_run(dag.dag_id, run_id)
     if run is None:
@@ -86,20 +93,31 @@ def _run(runtime: Runtime, task: CeleryTask, dag: DAG, spec: TaskSpec, run_id: s
     # Read only this task's and its upstream's rows: a wide DAG must not make every task read
     # every row of its run (the sink of a 10,000-wide fan-in reads them once, unfiltered).
     wanted = spec.upstream | {spec.task_id}
-    task_runs = store.get_task_runs(dag.dag_id, run_id,
-                                    wanted if len(wanted) <= 500 else None)
+    task_runs = store.get_task_runs(dag.dag_id, run_id, wanted if len(wanted) <= 500 else None)
     existing = next((t for t in task_runs if t.dedupe_key == key), None)
     if existing is None or existing.state not in rules.DONE:
         decision = _decide(task, spec, task_runs, index)
         if decision != "run":
-            store.set_task_state(key, dag_id=dag.dag_id, run_id=run_id, task_id=spec.task_id,
-                                 map_index=index, state=decision)
+            store.set_task_state(
+                key,
+                dag_id=dag.dag_id,
+                run_id=run_id,
+                task_id=spec.task_id,
+                map_index=index,
+                state=decision,
+            )
             log.info("task %s %s by trigger rule %s", spec.task_id, decision, spec.trigger_rule)
             events.task_run_finished(dag.dag_id, spec.task_id, decision)
             return
-    claim = store.claim_task_run(key, dag_id=dag.dag_id, run_id=run_id, task_id=spec.task_id,
-                                 map_index=index, worker=task.request.hostname,
-                                 celery_task_id=task.request.id)
+    claim = store.claim_task_run(
+        key,
+        dag_id=dag.dag_id,
+        run_id=run_id,
+        task_id=spec.task_id,
+        map_index=index,
+        worker=task.request.hostname,
+        celery_task_id=task.request.id,
+    )
     if claim.outcome == "done":
         events.duplicate_delivery(dag.dag_id, spec.task_id)
         log.info("task run %s already %s; not running it again", key, claim.record.state)
@@ -116,9 +134,19 @@ def _run(runtime: Runtime, task: CeleryTask, dag: DAG, spec: TaskSpec, run_id: s
     taken_over = existing is not None and existing.state == "running"
     if taken_over and try_number > max_tries + WORKER_LOST_TRIES:
         # Earlier tries died with their worker (OOM, hard time limit): stop the loop (celery#1628).
-        _fail(runtime, dag, spec, run, key, claim.token, index, try_number - 1,
-              f"worker lost {try_number - 1} times (killed, out of memory or past its hard time "
-              "limit); giving up", None)
+        _fail(
+            runtime,
+            dag,
+            spec,
+            run,
+            key,
+            claim.token,
+            index,
+            try_number - 1,
+            f"worker lost {try_number - 1} times (killed, out of memory or past its hard time "
+            "limit); giving up",
+            None,
+        )
         return
     if spec.map_over and index < 0:
         _expand(runtime, task, dag, spec, run, key, claim.token)
@@ -126,8 +154,9 @@ def _run(runtime: Runtime, task: CeleryTask, dag: DAG, spec: TaskSpec, run_id: s
     _execute(runtime, task, dag, spec, run, key, claim.token, index, try_number, task_runs)
 
 
-def _decide(task: CeleryTask, spec: TaskSpec, task_runs: list[TaskRunRecord],
-            index: int) -> rules.Decision:
+def _decide(
+    task: CeleryTask, spec: TaskSpec, task_runs: list[TaskRunRecord], index: int
+) -> rules.Decision:
     upstream = spec.upstream
     if not upstream:
         return "run"
@@ -144,8 +173,12 @@ def _decide(task: CeleryTask, spec: TaskSpec, task_runs: list[TaskRunRecord],
 def _is_expander(record: TaskRunRecord, spec: TaskSpec) -> bool:
     # A mapped upstream's own row (map_index -1, state success) only says it expanded; its
     # instances carry the states that count. An expander that did not expand counts as itself.
-    return record.map_index < 0 and record.state == "success" and isinstance(record.result, dict) \
+    return (
+        record.map_index < 0
+        and record.state == "success"
+        and isinstance(record.result, dict)
         and "map_count" in record.result
+    )
 
 
 def _lease_remaining(record: TaskRunRecord, lease_seconds: float) -> float:
@@ -157,8 +190,9 @@ def _lease_remaining(record: TaskRunRecord, lease_seconds: float) -> float:
     return max(0.5, min(lease_seconds, left + 0.2))
 
 
-def _inputs(store: Store, dag: DAG, spec: TaskSpec, run_id: str, index: int,
-            task_runs: list[TaskRunRecord]) -> tuple[tuple[Any, ...], dict[str, Any]]:
+def _inputs(
+    store: Store, dag: DAG, spec: TaskSpec, run_id: str, index: int, task_runs: list[TaskRunRecord]
+) -> tuple[tuple[Any, ...], dict[str, Any]]:
     results: dict[str, Any] = {}
     instances: dict[str, list[tuple[int, Any]]] = {}
     for t in task_runs:
@@ -191,15 +225,30 @@ def _inputs(store: Store, dag: DAG, spec: TaskSpec, run_id: str, index: int,
     return args, kwargs
 
 
-def _execute(runtime: Runtime, task: CeleryTask, dag: DAG, spec: TaskSpec, run: DagRunRecord,
-             key: str, token: str, index: int, try_number: int,
-             task_runs: list[TaskRunRecord]) -> None:
+def _execute(
+    runtime: Runtime,
+    task: CeleryTask,
+    dag: DAG,
+    spec: TaskSpec,
+    run: DagRunRecord,
+    key: str,
+    token: str,
+    index: int,
+    try_number: int,
+    task_runs: list[TaskRunRecord],
+) -> None:
     store = runtime.store
     args, kwargs = _inputs(store, dag, spec, run.run_id, index, task_runs)
     ctx = TaskContext(
-        dag_id=dag.dag_id, run_id=run.run_id, task_id=spec.task_id, map_index=index,
-        try_number=try_number, dedupe_key=key, logical_date=run.logical_date,
-        params=run.conf, celery_task_id=task.request.id,
+        dag_id=dag.dag_id,
+        run_id=run.run_id,
+        task_id=spec.task_id,
+        map_index=index,
+        try_number=try_number,
+        dedupe_key=key,
+        logical_date=run.logical_date,
+        params=run.conf,
+        celery_task_id=task.request.id,
         log=make_logger(dag.dag_id),
     )
     if spec.wants_context:
@@ -220,8 +269,19 @@ def _execute(runtime: Runtime, task: CeleryTask, dag: DAG, spec: TaskSpec, run: 
             try:
                 _finish(store, key, token, state="success", result=result)
             except ResultError as exc:
-                _fail(runtime, dag, spec, run, key, token, index, try_number, str(exc),
-                      traceback.format_exc(), args=args)
+                _fail(
+                    runtime,
+                    dag,
+                    spec,
+                    run,
+                    key,
+                    token,
+                    index,
+                    try_number,
+                    str(exc),
+                    traceback.format_exc(),
+                    args=args,
+                )
                 return
             elapsed = time.perf_counter() - started
             log.info("task run %s succeeded in %.3fs", key, elapsed)
@@ -231,16 +291,26 @@ def _execute(runtime: Runtime, task: CeleryTask, dag: DAG, spec: TaskSpec, run: 
         runtime.leases.release(key)
 
 
-def _handle_failure(runtime: Runtime, task: CeleryTask, dag: DAG, spec: TaskSpec,
-                    run: DagRunRecord, key: str, token: str, index: int, try_number: int,
-                    exc: Exception) -> None:
+def _handle_failure(
+    runtime: Runtime,
+    task: CeleryTask,
+    dag: DAG,
+    spec: TaskSpec,
+    run: DagRunRecord,
+    key: str,
+    token: str,
+    index: int,
+    try_number: int,
+    exc: Exception,
+) -> None:
     error = f"{type(exc).__name__}: {exc}"
     tb = traceback.format_exc()
     if try_number <= spec.retry.retries:
         delay = spec.retry.delay_for(try_number, random.random())
         _finish(runtime.store, key, token, state="up_for_retry", error=error, traceback=tb)
-        log.warning("task run %s failed on try %d (%s); retrying in %.2fs", key, try_number,
-                    error, delay)
+        log.warning(
+            "task run %s failed on try %d (%s); retrying in %.2fs", key, try_number, error, delay
+        )
         events.task_run_finished(dag.dag_id, spec.task_id, "up_for_retry")
         _callback(spec_callback(spec, "on_retry"), dag, spec, run, error)
         raise task.retry(countdown=delay)
@@ -251,15 +321,33 @@ def spec_callback(spec: TaskSpec, name: str) -> Any:
     return getattr(spec, name, None)
 
 
-def _fail(runtime: Runtime, dag: DAG, spec: TaskSpec, run: DagRunRecord, key: str, token: str,
-          index: int, tries: int, error: str, tb: str | None,
-          args: tuple[Any, ...] = ()) -> None:
+def _fail(
+    runtime: Runtime,
+    dag: DAG,
+    spec: TaskSpec,
+    run: DagRunRecord,
+    key: str,
+    token: str,
+    index: int,
+    tries: int,
+    error: str,
+    tb: str | None,
+    args: tuple[Any, ...] = (),
+) -> None:
     store = runtime.store
     _finish(store, key, token, state="failed", error=error, traceback=tb)
-    store.add_dead_letter(dedupe_key=key, dag_id=dag.dag_id, run_id=run.run_id,
-                          task_id=spec.task_id, map_index=index,
-                          args={"run_id": run.run_id, "map_index": index}, conf=dict(run.conf),
-                          error=error, traceback=tb, tries=tries)
+    store.add_dead_letter(
+        dedupe_key=key,
+        dag_id=dag.dag_id,
+        run_id=run.run_id,
+        task_id=spec.task_id,
+        map_index=index,
+        args={"run_id": run.run_id, "map_index": index},
+        conf=dict(run.conf),
+        error=error,
+        traceback=tb,
+        tries=tries,
+    )
     log.error("task run %s failed after %d tries: %s; dead letter recorded", key, tries, error)
     events.task_run_finished(dag.dag_id, spec.task_id, "failed")
     _callback(spec_callback(spec, "on_failure"), dag, spec, run, error)
@@ -274,37 +362,64 @@ def _callback(fn: Any, dag: DAG, spec: TaskSpec, run: DagRunRecord, error: str) 
         log.exception("callback %r raised", fn)
 
 
-def _finish(store: Store, key: str, token: str, *, state: str, result: Any = None,
-            error: str | None = None, traceback: str | None = None,
-            deadline: float = 60.0) -> None:
+def _finish(
+    store: Store,
+    key: str,
+    token: str,
+    *,
+    state: str,
+    result: Any = None,
+    error: str | None = None,
+    traceback: str | None = None,
+    deadline: float = 60.0,
+) -> None:
     """Record the outcome; while the database is down keep trying (with backoff) for up to
     ``deadline`` seconds before giving the message back to the broker."""
     give_up = time.monotonic() + deadline
     attempt = 0
     while True:
         try:
-            store.finish_task_run(key, token, state=state, result=result, error=error,
-                                  traceback=traceback)
+            store.finish_task_run(
+                key, token, state=state, result=result, error=error, traceback=traceback
+            )
             return
         except StoreUnavailableError:
             attempt += 1
             if time.monotonic() > give_up:
                 raise
             delay = min(5.0, 0.2 * 2**attempt)
-            log.warning("results database unavailable while recording %s; retry in %.1fs",
-                        key, delay)
+            log.warning(
+                "results database unavailable while recording %s; retry in %.1fs", key, delay
+            )
             time.sleep(delay)
 
 
-def _expand(runtime: Runtime, task: CeleryTask, dag: DAG, spec: TaskSpec, run: DagRunRecord,
-            key: str, token: str) -> None:
+def _expand(
+    runtime: Runtime,
+    task: CeleryTask,
+    dag: DAG,
+    spec: TaskSpec,
+    run: DagRunRecord,
+    key: str,
+    token: str,
+) -> None:
     store = runtime.store
     assert spec.map_over is not None
     upstream = store.get_task_runs(dag.dag_id, run.run_id, [spec.map_over])
     values = _collect(upstream)
     if not isinstance(values, list):
-        _fail(runtime, dag, spec, run, key, token, -1, 1,
-              f'.map() needs a list from "{spec.map_over}", got {type(values).__name__}', None)
+        _fail(
+            runtime,
+            dag,
+            spec,
+            run,
+            key,
+            token,
+            -1,
+            1,
+            f'.map() needs a list from "{spec.map_over}", got {type(values).__name__}',
+            None,
+        )
         return
     _finish(store, key, token, state="success", result={"map_count": len(values)})
     record = store.get_task_run(key)
@@ -322,8 +437,9 @@ def _collect(records: list[TaskRunRecord]) -> Any:
     return own[0].result if own else None
 
 
-def _replace_with_instances(runtime: Runtime, task: CeleryTask, dag: DAG, spec: TaskSpec,
-                            run_id: str, record: TaskRunRecord) -> None:
+def _replace_with_instances(
+    runtime: Runtime, task: CeleryTask, dag: DAG, spec: TaskSpec, run_id: str, record: TaskRunRecord
+) -> None:
     count = int(record.result["map_count"]) if isinstance(record.result, Mapping) else 0
     if count == 0:
         return

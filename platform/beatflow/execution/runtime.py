@@ -57,11 +57,12 @@ class Runtime:
     def leases(self) -> LeaseKeeper:
         with self._lock:
             if self._leases is None:
-                self._leases = LeaseKeeper(lambda k, t: self.store.renew_lease(k, t),
-                                           self.settings.lease_seconds)
+                self._leases = LeaseKeeper(
+                    lambda k, t: self.store.renew_lease(k, t), self.settings.lease_seconds
+                )
             return self._leases
 
 
 def runtime_of(app: Celery) -> Runtime:
-    runtime: Runtime = app.beatflow  # type: ignore[attr-defined]
+    runtime: Runtime = app.beatflow
     return runtime

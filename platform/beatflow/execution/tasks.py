@@ -34,7 +34,7 @@ log = logging.getLogger(__name__)
 def install(app: Celery, settings: Settings, *, load_dags: bool = True) -> Runtime:
     """Attach a Runtime to ``app`` and register beatflow's tasks (and the DAGs' when asked)."""
     runtime = Runtime(app, settings)
-    app.beatflow = runtime  # type: ignore[attr-defined]
+    app.beatflow = runtime
     _register_builtin(app)
     scheduler_tasks.register(app)
     if load_dags:
@@ -59,11 +59,17 @@ def _register_node(app: Celery, dag: DAG, spec: TaskSpec) -> None:
 
     # Results live in the results DB: nothing is written to the Celery result backend except
     # what chords need to count their parts.
-    options: dict[str, Any] = {"name": name, "bind": True, "acks_late": True, "shared": False,
-                               "reject_on_worker_lost": True, "ignore_result": True,
-                               # Tries are counted in the results DB (the task's own retries,
-                               # waits for a lease or the database): Celery must not cap them.
-                               "max_retries": None}
+    options: dict[str, Any] = {
+        "name": name,
+        "bind": True,
+        "acks_late": True,
+        "shared": False,
+        "reject_on_worker_lost": True,
+        "ignore_result": True,
+        # Tries are counted in the results DB (the task's own retries,
+        # waits for a lease or the database): Celery must not cap them.
+        "max_retries": None,
+    }
     if spec.soft_time_limit is not None:
         options["soft_time_limit"] = spec.soft_time_limit
     if spec.time_limit is not None:
@@ -75,22 +81,41 @@ def _register_node(app: Celery, dag: DAG, spec: TaskSpec) -> None:
 
 
 def _register_builtin(app: Celery) -> None:
-    @app.task(name=SEGMENT_TASK, bind=True, acks_late=True, ignore_result=True, shared=False,
-              max_retries=None)
+    @app.task(
+        name=SEGMENT_TASK,
+        bind=True,
+        acks_late=True,
+        ignore_result=True,
+        shared=False,
+        max_retries=None,
+    )  # type: ignore[untyped-decorator]
     def segment(self: CeleryTask, dag_id: str, run_id: str, path: str) -> None:
         dag = runtime_of(self.app).dag(dag_id)
         sub = at_path(plan_for(dag).root, path)
         self.replace(compile_node(self.app, dag, run_id, sub, path))
 
-    @app.task(name=MAP_CHUNK_TASK, bind=True, acks_late=True, ignore_result=True, shared=False,
-              max_retries=None)
-    def map_chunk(self: CeleryTask, dag_id: str, task_id: str, run_id: str, start: int,
-                  end: int) -> None:
+    @app.task(
+        name=MAP_CHUNK_TASK,
+        bind=True,
+        acks_late=True,
+        ignore_result=True,
+        shared=False,
+        max_retries=None,
+    )  # type: ignore[untyped-decorator]
+    def map_chunk(
+        self: CeleryTask, dag_id: str, task_id: str, run_id: str, start: int, end: int
+    ) -> None:
         dag = runtime_of(self.app).dag(dag_id)
         self.replace(map_signatures(self.app, dag, task_id, run_id, start, end))
 
-    @app.task(name=FINISH_TASK, bind=True, acks_late=True, ignore_result=True, shared=False,
-              max_retries=None)
+    @app.task(
+        name=FINISH_TASK,
+        bind=True,
+        acks_late=True,
+        ignore_result=True,
+        shared=False,
+        max_retries=None,
+    )  # type: ignore[untyped-decorator]
     def finish_run(self: CeleryTask, dag_id: str, run_id: str) -> str:
         from beatflow.runs.lifecycle import close_run
 
@@ -98,5 +123,4 @@ def _register_builtin(app: Celery) -> None:
         try:
             return close_run(runtime, dag_id, run_id)
         except StoreUnavailableError as exc:
-            raise self.retry(countdown=node._store_backoff(self.request.retries),
-                             exc=exc) from exc
+            raise self.retry(countdown=node._store_backoff(self.request.retries), exc=exc) from exc

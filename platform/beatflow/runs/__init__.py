@@ -2,6 +2,12 @@
 
 from __future__ import annotations
 
-from beatflow.runs.lifecycle import close_run, dispatch_waiting, follow_run, make_run_id, trigger_dag
+from beatflow.runs.lifecycle import (
+    close_run,
+    dispatch_waiting,
+    follow_run,
+    make_run_id,
+    trigger_dag,
+)
 
 __all__ = ["close_run", "dispatch_waiting", "follow_run", "make_run_id", "trigger_dag"]

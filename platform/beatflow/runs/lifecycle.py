@@ -30,9 +30,16 @@ def make_run_id(trigger: str, logical_date: datetime | None = None) -> str:
     return f"{trigger}__{when.astimezone(UTC).isoformat(timespec='microseconds')}"
 
 
-def trigger_dag(app: Celery, dag_id: str, *, conf: Mapping[str, Any] | None = None,
-                run_id: str | None = None, logical_date: datetime | None = None,
-                trigger: str = "manual", leader_epoch: int | None = None) -> DagRunRecord:
+def trigger_dag(
+    app: Celery,
+    dag_id: str,
+    *,
+    conf: Mapping[str, Any] | None = None,
+    run_id: str | None = None,
+    logical_date: datetime | None = None,
+    trigger: str = "manual",
+    leader_epoch: int | None = None,
+) -> DagRunRecord:
     """Create a DAG run and send it to the workers; the same run id twice is one run.
 
     Raises DagNotFoundError for an unknown DAG and ConfError for a bad conf (nothing enqueued).
@@ -42,16 +49,25 @@ def trigger_dag(app: Celery, dag_id: str, *, conf: Mapping[str, Any] | None = No
     resolved = dag.resolve_conf(conf)
     if run_id is not None and (not run_id or len(run_id) > 200 or "/" in run_id):
         raise BeatflowError(f"invalid run id {run_id!r}: 1-200 characters, no '/'")
-    run_id = run_id or make_run_id(trigger if trigger != "scheduled" else "scheduled",
-                                   logical_date)
+    run_id = run_id or make_run_id(trigger if trigger != "scheduled" else "scheduled", logical_date)
     record, created = runtime.store.create_dag_run(
-        dag_id, run_id, logical_date=logical_date or datetime.now(UTC), trigger=trigger,
-        conf=resolved, leader_epoch=leader_epoch)
+        dag_id,
+        run_id,
+        logical_date=logical_date or datetime.now(UTC),
+        trigger=trigger,
+        conf=resolved,
+        leader_epoch=leader_epoch,
+    )
     if not created:
         log.info("DAG run %s/%s exists already; not triggering it again", dag_id, run_id)
         return record
-    log.info("DAG run %s/%s created (%s)", dag_id, run_id, trigger,
-             extra={"dag_id": dag_id, "run_id": run_id})
+    log.info(
+        "DAG run %s/%s created (%s)",
+        dag_id,
+        run_id,
+        trigger,
+        extra={"dag_id": dag_id, "run_id": run_id},
+    )
     dispatch_waiting(runtime, dag_id)
     return runtime.store.get_dag_run(dag_id, run_id) or record
 
@@ -65,8 +81,9 @@ def dispatch_waiting(runtime: Runtime, dag_id: str) -> int:
     if slots <= 0:
         return 0
     queued = store.list_dag_runs(dag_id, state="queued", limit=1000)
-    queued.sort(key=lambda r: (r.logical_date or r.queued_at or datetime.min.replace(tzinfo=UTC),
-                               r.run_id))
+    queued.sort(
+        key=lambda r: (r.logical_date or r.queued_at or datetime.min.replace(tzinfo=UTC), r.run_id)
+    )
     sent = 0
     for run in queued[:slots]:
         store.mark_dag_run_running(dag_id, run.run_id)
@@ -82,8 +99,14 @@ def close_run(runtime: Runtime, dag_id: str, run_id: str) -> str:
     states = [t.state for t in store.get_task_runs(dag_id, run_id)]
     state = rules.dag_run_state(states)
     record = store.finish_dag_run(dag_id, run_id, state)
-    log.info("DAG run %s/%s finished: %s in %.3fs", dag_id, run_id, record.state,
-             record.duration_seconds or 0.0, extra={"dag_id": dag_id, "run_id": run_id})
+    log.info(
+        "DAG run %s/%s finished: %s in %.3fs",
+        dag_id,
+        run_id,
+        record.state,
+        record.duration_seconds or 0.0,
+        extra={"dag_id": dag_id, "run_id": run_id},
+    )
     events.dag_run_finished(dag_id, record.state, record.duration_seconds)
     try:
         dag = runtime.dag(dag_id)
@@ -98,9 +121,15 @@ def close_run(runtime: Runtime, dag_id: str, run_id: str) -> str:
     return record.state
 
 
-def follow_run(app: Celery, dag_id: str, run_id: str, *,
-               on_task_change: Callable[[TaskRunRecord], None] | None = None,
-               timeout: float = 3600.0, poll: float = 0.1) -> DagRunRecord:
+def follow_run(
+    app: Celery,
+    dag_id: str,
+    run_id: str,
+    *,
+    on_task_change: Callable[[TaskRunRecord], None] | None = None,
+    timeout: float = 3600.0,
+    poll: float = 0.1,
+) -> DagRunRecord:
     """Watch a DAG run until it finishes; call ``on_task_change`` on every task state change.
 
     Raises TimeoutError if it has not finished after ``timeout`` seconds.
@@ -116,8 +145,9 @@ def follow_run(app: Celery, dag_id: str, run_id: str, *,
             # The run goes on without us: keep watching until the database is back.
             if time.monotonic() > deadline:
                 raise TimeoutError(f"results database unavailable: {exc}") from exc
-            log.warning("results database unavailable while following %s/%s; retrying",
-                        dag_id, run_id)
+            log.warning(
+                "results database unavailable while following %s/%s; retrying", dag_id, run_id
+            )
             time.sleep(min(1.0, poll * 10))
             continue
         if run is None:

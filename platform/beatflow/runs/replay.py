@@ -37,8 +37,9 @@ def replay_dead_letter(app: Celery, letter_id: int) -> DagRunRecord:
     if letter.replayed_at is not None:
         raise BeatflowError(f"dead letter {letter_id} was replayed at {letter.replayed_at}")
     dag = runtime.dag(letter.dag_id)
-    downstream = _descendants(dag.downstream_map(), letter.task_id) if letter.task_id in \
-        dag.tasks else set()
+    downstream = (
+        _descendants(dag.downstream_map(), letter.task_id) if letter.task_id in dag.tasks else set()
+    )
     for t in store.get_task_runs(letter.dag_id, letter.run_id):
         if t.dedupe_key == letter.dedupe_key or (t.task_id in downstream and t.state != "success"):
             store.reset_task_run(t.dedupe_key)

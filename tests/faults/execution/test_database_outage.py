@@ -20,12 +20,18 @@ def test_tasks_retry_while_postgresql_is_down_and_finish_when_it_is_back(tmp_pat
     try:
         with cluster(tmp_path, redis_url, pg.url) as c:
             records = [trigger_dag(c.app, "t_effect", conf={"sleep": 1.0}) for _ in range(4)]
-            wait_for(lambda: sum(c.count(f"start-{r.run_id}") for r in records) >= 1,
-                     timeout=30, message="a task to start")
+            wait_for(
+                lambda: sum(c.count(f"start-{r.run_id}") for r in records) >= 1,
+                timeout=30,
+                message="a task to start",
+            )
             pg.stop()
             down_since = time.monotonic()
-            wait_for(lambda: "results database unavailable" in c.log(), timeout=30,
-                     message="the worker to notice the outage")
+            wait_for(
+                lambda: "results database unavailable" in c.log(),
+                timeout=30,
+                message="the worker to notice the outage",
+            )
             # keep it down a few seconds so retries really happen
             wait_for(lambda: time.monotonic() - down_since > 4, timeout=10, interval=0.2)
             pg.start()

@@ -22,11 +22,13 @@ FAST_REDELIVERY = {
 
 
 def test_a_task_whose_worker_is_killed_midway_is_redelivered_and_completes_once(
-        tmp_path, redis_url, postgres_url):
+    tmp_path, redis_url, postgres_url
+):
     with cluster(tmp_path, redis_url, postgres_url, env=FAST_REDELIVERY) as c:
         record = trigger_dag(c.app, "t_effect", conf={"sleep": 3.0})
-        wait_for(lambda: c.count(f"start-{record.run_id}") == 1, timeout=30,
-                 message="the task to start")
+        wait_for(
+            lambda: c.count(f"start-{record.run_id}") == 1, timeout=30, message="the task to start"
+        )
         c.workers[0].kill()  # SIGKILL the worker and its pool: the message stays unacked
         c.start_worker()
         final, tasks = c.wait("t_effect", record.run_id, timeout=90)

@@ -9,12 +9,16 @@ from collections.abc import Iterator
 import pytest
 
 from tests import services
-from tests.cluster import Cluster, cluster as make_cluster
+from tests.cluster import Cluster
+from tests.cluster import cluster as make_cluster
 
 
 @pytest.fixture(scope="module")
-def cluster(redis_server: services.RedisServer, postgres_server: services.PostgresServer,
-            tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+def cluster(
+    redis_server: services.RedisServer,
+    postgres_server: services.PostgresServer,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[Cluster]:
     tmp = tmp_path_factory.mktemp("cluster")
     redis_url = redis_server.fresh_db_url()
     db_name = f"bf_{uuid.uuid4().hex[:12]}"

@@ -14,7 +14,8 @@ pytestmark = pytest.mark.slow
 
 
 def test_broken_modules_do_not_stop_the_worker_from_running_the_good_dags(
-        tmp_path: Path, redis_url: str, postgres_url: str) -> None:
+    tmp_path: Path, redis_url: str, postgres_url: str
+) -> None:
     folder = tmp_path / "dags"
     folder.mkdir()
     for name in ("chains.py", "failures.py", "_marks.py"):

@@ -20,12 +20,21 @@ def cli(cluster, *args: str) -> tuple[int, str]:
 
 
 def test_trigger_wait_json_returns_the_run_and_its_tasks_and_exits_zero(cluster):
-    code, out = cli(cluster, "dags", "trigger", "t_chain", "--wait", "--json",
-                    "--run-id", "cli-chain")
+    code, out = cli(
+        cluster, "dags", "trigger", "t_chain", "--wait", "--json", "--run-id", "cli-chain"
+    )
     assert code == 0, out
     data = json.loads(out)
-    assert {"dag_id", "run_id", "logical_date", "state", "queued_at", "started_at",
-            "ended_at", "tasks"} <= set(data)
+    assert {
+        "dag_id",
+        "run_id",
+        "logical_date",
+        "state",
+        "queued_at",
+        "started_at",
+        "ended_at",
+        "tasks",
+    } <= set(data)
     assert data["state"] == "success" and data["run_id"] == "cli-chain"
     join = next(t for t in data["tasks"] if t["task_id"] == "join")
     assert {"task_id", "state", "try_number", "result", "error"} <= set(join)

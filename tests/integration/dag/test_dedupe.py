@@ -18,23 +18,32 @@ def test_a_message_delivered_twice_runs_the_task_once(cluster):
     before = cluster.log().count("already success; not running it again")
     for _ in range(2):  # publish the same task message again, twice
         cluster.app.send_task("t_effect.effect", args=(final.run_id,))
-    wait_for(lambda: cluster.log().count("already success; not running it again") >= before + 2,
-             timeout=30, message="the duplicates to be handled")
+    wait_for(
+        lambda: cluster.log().count("already success; not running it again") >= before + 2,
+        timeout=30,
+        message="the duplicates to be handled",
+    )
     assert cluster.count(f"start-{final.run_id}") == 1
     assert cluster.tasks("t_effect", final.run_id)["effect"].try_number == 1
 
 
 def test_a_duplicate_arriving_while_the_task_runs_waits_and_does_not_run_it_again(cluster):
     record = trigger_dag(cluster.app, "t_effect", conf={"sleep": 2.0})
-    wait_for(lambda: cluster.count(f"start-{record.run_id}") == 1, timeout=30,
-             message="the task to start")
+    wait_for(
+        lambda: cluster.count(f"start-{record.run_id}") == 1,
+        timeout=30,
+        message="the task to start",
+    )
     cluster.app.send_task("t_effect.effect", args=(record.run_id,))
     wait_for(lambda: "is held by" in cluster.log(), timeout=30, message="the duplicate to wait")
     final, tasks = cluster.wait("t_effect", record.run_id)
     assert final.state == "success"
     assert tasks["downstream"].result == 101
-    wait_for(lambda: cluster.log().count("already success; not running it again") >= 1,
-             timeout=30, message="the waiting duplicate to find the stored result")
+    wait_for(
+        lambda: cluster.log().count("already success; not running it again") >= 1,
+        timeout=30,
+        message="the waiting duplicate to find the stored result",
+    )
     assert cluster.count(f"start-{record.run_id}") == 1
 
 
@@ -46,8 +55,11 @@ def test_a_dead_letter_replayed_after_a_fix_succeeds_under_the_same_dedupe_key(c
     assert len(letters) == 1 and letters[0].tries == 2
     (cluster.marks / f"fix-{final.run_id}").write_text("")
     replay_dead_letter(cluster.app, letters[0].id)
-    wait_for(lambda: cluster.store.get_dag_run("t_fixable", final.run_id).state == "success",
-             timeout=60, message="the replayed run to succeed")
+    wait_for(
+        lambda: cluster.store.get_dag_run("t_fixable", final.run_id).state == "success",
+        timeout=60,
+        message="the replayed run to succeed",
+    )
     tasks = cluster.tasks("t_fixable", final.run_id)
     assert tasks["fixable"].state == "success" and tasks["fixable"].try_number == 3
     assert tasks["fixable"].dedupe_key == letters[0].dedupe_key

@@ -52,8 +52,17 @@ def test_a_failure_is_recorded_and_each_trigger_rule_decides_downstream(cluster)
     assert tasks["broken"].state == "failed"
     assert tasks["broken"].try_number == 2  # one retry
     assert "always broken" in tasks["broken"].error
-    states = {rule: tasks[f"after_{rule}"].state for rule in (
-        "all_success", "all_done", "all_failed", "one_success", "one_failed", "none_failed")}
+    states = {
+        rule: tasks[f"after_{rule}"].state
+        for rule in (
+            "all_success",
+            "all_done",
+            "all_failed",
+            "one_success",
+            "one_failed",
+            "none_failed",
+        )
+    }
     assert states == {
         "all_success": "upstream_failed",
         "all_done": "success",

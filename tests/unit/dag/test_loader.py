@@ -28,7 +28,8 @@ BROKEN = {
     "syntax.py": ("def oops(:\n    pass\n", 1, "SyntaxError"),
     "imports.py": ("import os\nimport no_such_module_xyz\n", 2, "ModuleNotFoundError"),
     "raises.py": ("x = 1\n\nraise RuntimeError('boom at import')\n", 3, "boom at import"),
-    "cycle.py": (textwrap.dedent("""
+    "cycle.py": (
+        textwrap.dedent("""
         from beatflow import DAG, task
 
         @task
@@ -38,8 +39,12 @@ BROKEN = {
             x = a.override(task_id="x")()
             y = a.override(task_id="y")()
             x >> y >> x
-        """), 8, "cycle: x -> y -> x"),
-    "dup_task.py": (textwrap.dedent("""
+        """),
+        8,
+        "cycle: x -> y -> x",
+    ),
+    "dup_task.py": (
+        textwrap.dedent("""
         from beatflow import DAG, task
 
         @task
@@ -48,19 +53,30 @@ BROKEN = {
         with DAG("dup_task"):
             a.override(task_id="same")()
             a.override(task_id="same")()
-        """), 9, 'duplicate task id "same"'),
-    "bad_schedule.py": (textwrap.dedent("""
+        """),
+        9,
+        'duplicate task id "same"',
+    ),
+    "bad_schedule.py": (
+        textwrap.dedent("""
         from beatflow import DAG
 
         with DAG("bad_schedule", schedule="every tuesday"):
             pass
-        """), 4, "invalid cron expression"),
-    "bad_tz.py": (textwrap.dedent("""
+        """),
+        4,
+        "invalid cron expression",
+    ),
+    "bad_tz.py": (
+        textwrap.dedent("""
         from beatflow import DAG
 
         with DAG("bad_tz", schedule="@daily", timezone="Europe/Atlantis"):
             pass
-        """), 4, "unknown time zone"),
+        """),
+        4,
+        "unknown time zone",
+    ),
     "zz_duplicate_dag.py": (GOOD, 8, 'duplicate DAG id "good"'),
 }
 
@@ -87,8 +103,11 @@ def test_every_broken_module_is_reported_by_file_and_line_and_the_good_dag_loads
 
 def test_a_dag_module_can_import_its_own_helper_module(tmp_path):
     (tmp_path / "_shared.py").write_text("GREETING = 'hi'\n")
-    (tmp_path / "uses.py").write_text(GOOD.replace('"hi"', "_shared.GREETING").replace(
-        "from beatflow", "import _shared\nfrom beatflow"))
+    (tmp_path / "uses.py").write_text(
+        GOOD.replace('"hi"', "_shared.GREETING").replace(
+            "from beatflow", "import _shared\nfrom beatflow"
+        )
+    )
     bag = load_dags(tmp_path)
     assert bag.ok and "good" in bag.dags
 
@@ -102,17 +121,21 @@ def test_dags_check_exits_non_zero_and_names_every_broken_file(folder):
 
 
 def test_dags_check_passes_on_the_shipped_examples():
-    result = CliRunner().invoke(main, ["dags", "check", "--json"],
-                                env={"BEATFLOW_DAGS_FOLDER": "dags"})
+    result = CliRunner().invoke(
+        main, ["dags", "check", "--json"], env={"BEATFLOW_DAGS_FOLDER": "dags"}
+    )
     assert result.exit_code == 0, result.output
     data = json.loads(result.output)
     assert data["ok"] and {"example_etl", "example_fan_out", "example_trigger_rules"} <= set(
-        data["dags"])
+        data["dags"]
+    )
 
 
 def test_dags_list_shows_broken_dags_with_their_errors(folder, tmp_path):
-    env = {"BEATFLOW_DAGS_FOLDER": str(folder),
-           "BEATFLOW_DATABASE_URL": f"sqlite:///{tmp_path}/list.db"}
+    env = {
+        "BEATFLOW_DAGS_FOLDER": str(folder),
+        "BEATFLOW_DATABASE_URL": f"sqlite:///{tmp_path}/list.db",
+    }
     result = CliRunner().invoke(main, ["dags", "list", "--json"], env=env)
     assert result.exit_code == 0, result.output
     data = json.loads(result.output)

@@ -53,10 +53,12 @@ def test_calling_a_task_outside_a_dag_runs_the_function():
 
 
 def test_a_duplicate_task_id_is_reported_with_both_places():
-    with pytest.raises(DagDefinitionError, match='duplicate task id "x".*first defined at'):
-        with DAG("d"):
-            a.override(task_id="x")()
-            a.override(task_id="x")()
+    with (
+        pytest.raises(DagDefinitionError, match='duplicate task id "x".*first defined at'),
+        DAG("d"),
+    ):
+        a.override(task_id="x")()
+        a.override(task_id="x")()
 
 
 def test_a_cycle_is_named_with_its_path():
@@ -79,13 +81,16 @@ def test_an_unknown_dependency_suggests_the_closest_name():
     assert load.task_id == "load"
 
 
-@pytest.mark.parametrize("kwargs, message", [
-    ({"schedule": "61 * * * *"}, "invalid cron expression"),
-    ({"schedule": "@sometimes"}, "unknown preset"),
-    ({"timezone": "Mars/Olympus"}, "unknown time zone"),
-    ({"max_active_runs": 0}, "max_active_runs"),
-    ({"default_args": {"retires": 3}}, "unknown default_args"),
-])
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        ({"schedule": "61 * * * *"}, "invalid cron expression"),
+        ({"schedule": "@sometimes"}, "unknown preset"),
+        ({"timezone": "Mars/Olympus"}, "unknown time zone"),
+        ({"max_active_runs": 0}, "max_active_runs"),
+        ({"default_args": {"retires": 3}}, "unknown default_args"),
+    ],
+)
 def test_bad_dag_options_are_refused_where_they_are_written(kwargs, message):
     with pytest.raises(DagDefinitionError, match=message) as err:
         DAG("d", **kwargs)
@@ -109,11 +114,20 @@ def test_default_args_apply_to_tasks_and_task_options_win():
 
 
 def test_conf_is_checked_against_params_and_defaults_filled():
-    with DAG("d", params={"limit": 10, "name": Param(type=str, required=True),
-                          "ratio": Param(default=0.5, type=float)}) as dag:
+    with DAG(
+        "d",
+        params={
+            "limit": 10,
+            "name": Param(type=str, required=True),
+            "ratio": Param(default=0.5, type=float),
+        },
+    ) as dag:
         a()
-    assert dag.model.resolve_conf({"name": "x", "ratio": 1}) == {"limit": 10, "name": "x",
-                                                                  "ratio": 1}
+    assert dag.model.resolve_conf({"name": "x", "ratio": 1}) == {
+        "limit": 10,
+        "name": "x",
+        "ratio": 1,
+    }
     with pytest.raises(ConfError) as err:
         dag.model.resolve_conf({"limt": 5, "limit": "many", "ratio": True})
     problems = err.value.problems
@@ -135,6 +149,8 @@ def test_map_outside_a_dag_maps_the_plain_function():
 
 
 def test_map_needs_a_task_result():
-    with pytest.raises(DagDefinitionError, match=r"\.map\(\) takes the result of another task"):
-        with DAG("d"):
-            b.map([1, 2, 3])
+    with (
+        pytest.raises(DagDefinitionError, match=r"\.map\(\) takes the result of another task"),
+        DAG("d"),
+    ):
+        b.map([1, 2, 3])

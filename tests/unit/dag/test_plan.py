@@ -75,6 +75,7 @@ def test_the_n_shape_gets_one_barrier_with_one_added_wait():
 
 def random_sp(rng: random.Random, names: list[str]) -> list[tuple[str, str]]:
     """Edges of a random series-parallel DAG over ``names``."""
+
     def build(ns: list[str]) -> tuple[list[tuple[str, str]], list[str], list[str]]:
         if len(ns) == 1:
             return [], ns, ns
@@ -84,6 +85,7 @@ def random_sp(rng: random.Random, names: list[str]) -> list[tuple[str, str]]:
         if rng.random() < 0.5:  # series: every sink of the first feeds every source of the second
             return e1 + e2 + [(u, v) for u in t1 for v in s2], s1, t2
         return e1 + e2, s1 + s2, t1 + t2
+
     return build(names)[0]
 
 
@@ -101,8 +103,12 @@ def test_random_dags_never_lose_a_dependency_and_report_every_added_wait():
     rng = random.Random(11)
     for trial in range(300):
         names = [f"n{i}" for i in range(rng.randint(2, 12))]
-        edges = [(names[i], names[j]) for i in range(len(names)) for j in range(i + 1, len(names))
-                 if rng.random() < 0.3]
+        edges = [
+            (names[i], names[j])
+            for i in range(len(names))
+            for j in range(i + 1, len(names))
+            if rng.random() < 0.3
+        ]
         dag = make(edges, names)
         plan = build_plan(dag)
         before, anc = implied_before(plan.root), ancestors(dag)

@@ -21,7 +21,10 @@ def test_hourly_cron_ticks_on_the_hour():
     assert s.next_after(utc(2026, 1, 1, 10, 0)) == utc(2026, 1, 1, 11, 0)
     assert s.prev_at_or_before(utc(2026, 1, 1, 10, 30)) == utc(2026, 1, 1, 10, 0)
     assert list(s.ticks(utc(2026, 1, 1, 10), utc(2026, 1, 1, 13))) == [
-        utc(2026, 1, 1, 11), utc(2026, 1, 1, 12), utc(2026, 1, 1, 13)]
+        utc(2026, 1, 1, 11),
+        utc(2026, 1, 1, 12),
+        utc(2026, 1, 1, 13),
+    ]
 
 
 def test_intervals_are_anchored_at_the_start_date():
