@@ -10,7 +10,7 @@ from beatflow.settings import Settings
 
 __version__ = "0.1.0"
 
-__all__ = ["DAG", "BeatflowError", "Settings", "__version__", "context", "task"]
+__all__ = ["DAG", "BeatflowError", "Param", "Settings", "__version__", "context", "task"]
 
 
 def __getattr__(name: str) -> Any:
@@ -20,7 +20,7 @@ def __getattr__(name: str) -> Any:
         from beatflow.app import get_app
 
         return get_app()
-    if name in ("DAG", "task", "context"):
+    if name in ("DAG", "task", "context", "Param"):
         from beatflow.dag import authoring
 
         return getattr(authoring, name)
