@@ -61,8 +61,9 @@ def measure(url: str, runs: int) -> dict[str, float]:
     for i in range(warmup + runs):
         key = f"bench/r/t{i}"
         t0 = clock()
-        claim = store.claim_task_run(key, dag_id="bench", run_id="r", task_id=f"t{i}",
-                                     worker="bench", celery_task_id=str(i))
+        claim = store.claim_task_run(
+            key, dag_id="bench", run_id="r", task_id=f"t{i}", worker="bench", celery_task_id=str(i)
+        )
         t1 = clock()
         assert claim.outcome == "run" and claim.token is not None
         assert store.finish_task_run(key, claim.token, state="success", result={"i": i})
@@ -131,8 +132,11 @@ def measure_raw_psycopg(url: str, runs: int) -> dict[str, float]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=3000, help="task runs per backend")
-    parser.add_argument("--postgres-admin-url", default=DEFAULT_ADMIN_URL,
-                        help="a PostgreSQL URL allowed to CREATE DATABASE")
+    parser.add_argument(
+        "--postgres-admin-url",
+        default=DEFAULT_ADMIN_URL,
+        help="a PostgreSQL URL allowed to CREATE DATABASE",
+    )
     args = parser.parse_args()
 
     rows: list[tuple[str, dict[str, float]]] = []

@@ -92,7 +92,10 @@ def current() -> None:
     help="Delete finished DAG runs that ended longer ago than this: 30d, 12h or 90m.",
 )
 @click.option(
-    "--batch-size", type=click.IntRange(min=1), default=500, show_default=True,
+    "--batch-size",
+    type=click.IntRange(min=1),
+    default=500,
+    show_default=True,
     help="DAG runs deleted per transaction.",
 )
 def prune(older_than: timedelta, batch_size: int) -> None:

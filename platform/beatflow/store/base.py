@@ -85,6 +85,7 @@ class StoreBase:
             with conn.begin():
                 yield conn
 
+
 def dag_run_record(row: sa.RowMapping) -> DagRunRecord:
     return DagRunRecord(
         dag_id=row["dag_id"],

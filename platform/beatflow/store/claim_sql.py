@@ -15,8 +15,16 @@ from beatflow.store.records import TASK_RUNNING, TASK_UP_FOR_RETRY
 t = task_runs.c
 # columns a claim (re)sets: a fresh lease and a clean slate for the new try
 LEASE_COLUMNS = (
-    "state", "worker", "celery_task_id", "lease_token", "lease_expires_at", "started_at",
-    "ended_at", "result", "error", "traceback",
+    "state",
+    "worker",
+    "celery_task_id",
+    "lease_token",
+    "lease_expires_at",
+    "started_at",
+    "ended_at",
+    "result",
+    "error",
+    "traceback",
 )
 
 
@@ -57,9 +65,7 @@ def claim_statements(dialect: str) -> ClaimStatements:
         .values(try_number=t.try_number + 1, **_lease_values())
         .returning(*task_runs.c),
         current=sa.select(task_runs).where(key),
-        renew=sa.update(task_runs)
-        .where(holder)
-        .values(lease_expires_at=sa.bindparam("p_expires")),
+        renew=sa.update(task_runs).where(holder).values(lease_expires_at=sa.bindparam("p_expires")),
         finish=sa.update(task_runs)
         .where(holder)
         .values(

@@ -64,9 +64,11 @@ class DeadLettersMixin(StoreBase):
 
     def get_dead_letter(self, id: int) -> DeadLetterRecord | None:
         with self._read(f"reading dead letter {id}") as conn:
-            row = conn.execute(
-                sa.select(dead_letters).where(dead_letters.c.id == id)
-            ).mappings().first()
+            row = (
+                conn.execute(sa.select(dead_letters).where(dead_letters.c.id == id))
+                .mappings()
+                .first()
+            )
         return None if row is None else dead_letter_record(row)
 
     def mark_dead_letter_replayed(self, id: int) -> None:

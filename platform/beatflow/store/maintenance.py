@@ -73,9 +73,7 @@ class MaintenanceMixin(StoreBase):
                 pairs = [(dag_id, run_id) for _, dag_id, run_id in batch]
                 for table in (task_runs, dead_letters):
                     conn.execute(
-                        sa.delete(table).where(
-                            sa.tuple_(table.c.dag_id, table.c.run_id).in_(pairs)
-                        )
+                        sa.delete(table).where(sa.tuple_(table.c.dag_id, table.c.run_id).in_(pairs))
                     )
                 conn.execute(sa.delete(dag_runs).where(dag_runs.c.id.in_([b[0] for b in batch])))
             deleted += len(batch)

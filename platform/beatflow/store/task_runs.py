@@ -196,9 +196,11 @@ class TaskRunsMixin(StoreBase):
 
     def get_task_run(self, dedupe_key: str) -> TaskRunRecord | None:
         with self._read(f"reading task run {dedupe_key!r}") as conn:
-            row = conn.execute(
-                sa.select(task_runs).where(task_runs.c.dedupe_key == dedupe_key)
-            ).mappings().first()
+            row = (
+                conn.execute(sa.select(task_runs).where(task_runs.c.dedupe_key == dedupe_key))
+                .mappings()
+                .first()
+            )
         return None if row is None else task_run_record(row)
 
     def get_task_runs(

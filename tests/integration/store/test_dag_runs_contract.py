@@ -13,12 +13,20 @@ from beatflow.store import DagRunRecord, Store
 def test_creating_a_dag_run_twice_makes_one_run_and_returns_the_first(store: Store) -> None:
     tick = datetime(2026, 1, 1, 6, tzinfo=UTC)
     first, created = store.create_dag_run(
-        "etl", "scheduled__2026-01-01T06", logical_date=tick, trigger="scheduled",
-        conf={"day": "2026-01-01"}, leader_epoch=7,
+        "etl",
+        "scheduled__2026-01-01T06",
+        logical_date=tick,
+        trigger="scheduled",
+        conf={"day": "2026-01-01"},
+        leader_epoch=7,
     )
     again, created_again = store.create_dag_run(
-        "etl", "scheduled__2026-01-01T06", logical_date=tick, trigger="scheduled",
-        conf={"other": True}, leader_epoch=8,
+        "etl",
+        "scheduled__2026-01-01T06",
+        logical_date=tick,
+        trigger="scheduled",
+        conf={"other": True},
+        leader_epoch=8,
     )
     assert (created, created_again) == (True, False)
     assert again == first

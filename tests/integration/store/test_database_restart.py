@@ -29,7 +29,9 @@ def test_a_store_recovers_after_postgresql_restarts(own_postgres: services.Owned
         assert store.finish_task_run("etl/r/a", before.token, state="success", result=1)
         after = store.claim_task_run("etl/r/b", dag_id="etl", run_id="r", task_id="b")
         assert after.outcome == "run"
-        assert store.claim_task_run("etl/r/a", dag_id="etl", run_id="r",
-                                    task_id="a").record.result == 1
+        assert (
+            store.claim_task_run("etl/r/a", dag_id="etl", run_id="r", task_id="a").record.result
+            == 1
+        )
     finally:
         store.close()

@@ -32,7 +32,11 @@ def test_a_dead_letter_keeps_everything_needed_to_replay_it(store: Store) -> Non
     letter = store.get_dead_letter(letter_id)
     assert letter is not None
     assert (letter.id, letter.dedupe_key, letter.dag_id, letter.run_id, letter.task_id) == (
-        letter_id, "etl/r1/load", "etl", "r1", "load",
+        letter_id,
+        "etl/r1/load",
+        "etl",
+        "r1",
+        "load",
     )
     assert letter.map_index == 4
     assert letter.args == {"rows": [1, 2]} and letter.conf == {"day": "2026-01-01"}

@@ -28,12 +28,19 @@ def test_pausing_survives_a_new_store_and_unpausing_clears_it(make_store: MakeSt
 
 def _finished_run(store: Store, dag_id: str, run_id: str, state: str = "success") -> None:
     store.create_dag_run(dag_id, run_id)
-    claim = store.claim_task_run(f"{dag_id}/{run_id}/t", dag_id=dag_id, run_id=run_id,
-                                 task_id="t")
+    claim = store.claim_task_run(f"{dag_id}/{run_id}/t", dag_id=dag_id, run_id=run_id, task_id="t")
     store.finish_task_run(f"{dag_id}/{run_id}/t", claim.token or "", state="failed", error="x")
     store.add_dead_letter(
-        dedupe_key=f"{dag_id}/{run_id}/t", dag_id=dag_id, run_id=run_id, task_id="t",
-        map_index=-1, args={}, conf={}, error="x", traceback=None, tries=1,
+        dedupe_key=f"{dag_id}/{run_id}/t",
+        dag_id=dag_id,
+        run_id=run_id,
+        task_id="t",
+        map_index=-1,
+        args={},
+        conf={},
+        error="x",
+        traceback=None,
+        tries=1,
     )
     store.finish_dag_run(dag_id, run_id, state)
 

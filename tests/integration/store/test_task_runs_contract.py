@@ -17,10 +17,16 @@ from tests.integration.store.conftest import MakeStore
 KEY = "etl/r1/load"
 
 
-def claim(store: Store, key: str = KEY, *, worker: str = "w1", task_id: str = "load",
-          map_index: int = -1) -> Claim:
+def claim(
+    store: Store, key: str = KEY, *, worker: str = "w1", task_id: str = "load", map_index: int = -1
+) -> Claim:
     return store.claim_task_run(
-        key, dag_id="etl", run_id="r1", task_id=task_id, map_index=map_index, worker=worker,
+        key,
+        dag_id="etl",
+        run_id="r1",
+        task_id=task_id,
+        map_index=map_index,
+        worker=worker,
         celery_task_id=f"celery-{worker}",
     )
 
@@ -87,7 +93,9 @@ def test_up_for_retry_is_claimed_again_as_the_next_try(store: Store) -> None:
     retry = claim(store, worker="w2")
     assert retry.outcome == "run" and retry.token not in (None, first.token)
     assert (retry.record.try_number, retry.record.state, retry.record.worker) == (
-        2, "running", "w2",
+        2,
+        "running",
+        "w2",
     )
     assert retry.record.error is None  # the new try starts clean
     assert store.get_task_run(KEY) == retry.record
@@ -198,7 +206,11 @@ def test_finishing_with_a_state_that_is_not_an_outcome_raises(store: Store) -> N
 
 def test_set_task_state_records_a_decision_once_and_never_overwrites(store: Store) -> None:
     assert store.set_task_state(
-        "etl/r1/report", dag_id="etl", run_id="r1", task_id="report", state="upstream_failed",
+        "etl/r1/report",
+        dag_id="etl",
+        run_id="r1",
+        task_id="report",
+        state="upstream_failed",
         error="upstream load failed",
     )
     assert not store.set_task_state(
@@ -207,13 +219,14 @@ def test_set_task_state_records_a_decision_once_and_never_overwrites(store: Stor
     record = store.get_task_run("etl/r1/report")
     assert record is not None
     assert (record.state, record.try_number, record.error) == (
-        "upstream_failed", 0, "upstream load failed",
+        "upstream_failed",
+        0,
+        "upstream load failed",
     )
     assert claim(store, "etl/r1/report", task_id="report").outcome == "done"
 
     held = claim(store)  # a running task run is not overwritten by a decision either
-    assert not store.set_task_state(KEY, dag_id="etl", run_id="r1", task_id="load",
-                                    state="skipped")
+    assert not store.set_task_state(KEY, dag_id="etl", run_id="r1", task_id="load", state="skipped")
     assert store.finish_task_run(KEY, held.token or "", state="success")
     with pytest.raises(StoreError, match="without running it"):
         store.set_task_state("k", dag_id="etl", run_id="r1", task_id="t", state="success")
@@ -223,12 +236,15 @@ def test_task_runs_of_a_dag_run_come_ordered_by_start_task_and_map_index(store: 
     for index in (2, 0, 1):
         claim(store, f"etl/r1/fan[{index}]", task_id="fan", map_index=index)
     claim(store, "etl/r1/a", task_id="a")
-    store.set_task_state("etl/r1/skipped", dag_id="etl", run_id="r1", task_id="b",
-                         state="skipped")
+    store.set_task_state("etl/r1/skipped", dag_id="etl", run_id="r1", task_id="b", state="skipped")
     store.claim_task_run("etl/r2/a", dag_id="etl", run_id="r2", task_id="a")
     runs = store.get_task_runs("etl", "r1")
     assert [(r.task_id, r.map_index) for r in runs] == [
-        ("fan", 2), ("fan", 0), ("fan", 1), ("a", -1), ("b", -1),
+        ("fan", 2),
+        ("fan", 0),
+        ("fan", 1),
+        ("a", -1),
+        ("b", -1),
     ]
     assert store.get_task_runs("etl", "missing") == []
     assert store.get_task_run("no/such/key") is None

@@ -15,8 +15,12 @@ from beatflow.cli.db import Age
 
 @pytest.mark.parametrize(
     ("text", "age"),
-    [("30d", timedelta(days=30)), ("12h", timedelta(hours=12)), ("90m", timedelta(minutes=90)),
-     (" 7d ", timedelta(days=7))],
+    [
+        ("30d", timedelta(days=30)),
+        ("12h", timedelta(hours=12)),
+        ("90m", timedelta(minutes=90)),
+        (" 7d ", timedelta(days=7)),
+    ],
 )
 def test_ages_are_whole_days_hours_or_minutes(text: str, age: timedelta) -> None:
     assert Age().convert(text, None, None) == age

@@ -14,17 +14,37 @@ T0 = datetime(2026, 1, 1, tzinfo=UTC)
 
 def dag_run(**changes: object) -> DagRunRecord:
     base = DagRunRecord(
-        dag_id="etl", run_id="r", logical_date=None, trigger="manual", conf={}, state="running",
-        queued_at=T0, started_at=T0, ended_at=None, leader_epoch=None,
+        dag_id="etl",
+        run_id="r",
+        logical_date=None,
+        trigger="manual",
+        conf={},
+        state="running",
+        queued_at=T0,
+        started_at=T0,
+        ended_at=None,
+        leader_epoch=None,
     )
     return dataclasses.replace(base, **changes)  # type: ignore[arg-type]
 
 
 def task_run(**changes: object) -> TaskRunRecord:
     base = TaskRunRecord(
-        dedupe_key="etl/r/t", dag_id="etl", run_id="r", task_id="t", map_index=-1,
-        state="running", try_number=1, worker=None, celery_task_id=None, lease_expires_at=None,
-        started_at=T0, ended_at=None, result=None, error=None, traceback=None,
+        dedupe_key="etl/r/t",
+        dag_id="etl",
+        run_id="r",
+        task_id="t",
+        map_index=-1,
+        state="running",
+        try_number=1,
+        worker=None,
+        celery_task_id=None,
+        lease_expires_at=None,
+        started_at=T0,
+        ended_at=None,
+        result=None,
+        error=None,
+        traceback=None,
     )
     return dataclasses.replace(base, **changes)  # type: ignore[arg-type]
 

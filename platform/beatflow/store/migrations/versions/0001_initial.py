@@ -87,9 +87,7 @@ def upgrade() -> None:
         sa.PrimaryKeyConstraint("id", name="pk_dead_letters"),
     )
     op.create_index("ix_dead_letters_dag_id_run_id", "dead_letters", ["dag_id", "run_id"])
-    op.create_index(
-        "ix_dead_letters_replayed_at_dag_id", "dead_letters", ["replayed_at", "dag_id"]
-    )
+    op.create_index("ix_dead_letters_replayed_at_dag_id", "dead_letters", ["replayed_at", "dag_id"])
 
     op.create_table(
         "dag_states",
