@@ -97,6 +97,9 @@ class Observed:
     metrics_url: str
     marks: Path
 
+    def log(self) -> str:
+        return self.worker.log()
+
     def scrape(self) -> Samples:
         return scrape(self.metrics_url)
 
