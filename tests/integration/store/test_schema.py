@@ -5,9 +5,6 @@ models and migrations."""
 from __future__ import annotations
 
 import multiprocessing
-import os
-import subprocess
-import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -21,16 +18,7 @@ from beatflow.store import Store
 from beatflow.store.models import Base
 from beatflow.store.schema import VERSION_TABLE
 from tests.integration.store import upgraders
-
-BEATFLOW = str(Path(sys.executable).with_name("beatflow"))
-
-
-def beatflow(database_url: str, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("BEATFLOW_")}
-    env["BEATFLOW_DATABASE_URL"] = database_url
-    return subprocess.run(
-        [BEATFLOW, *args], env=env, capture_output=True, text=True, timeout=60, check=False
-    )
+from tests.integration.store.conftest import beatflow
 
 
 def test_upgrading_twice_reaches_head_and_changes_nothing(database_url: str) -> None:
