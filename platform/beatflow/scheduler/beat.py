@@ -9,6 +9,7 @@ import os
 import socket
 import time
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
 import redis
@@ -16,7 +17,8 @@ from celery import Celery
 from celery.signals import beat_init
 from redbeat.schedulers import RedBeatScheduler, acquire_distributed_beat_lock
 
-from beatflow.scheduler import checks
+from beatflow.dag.loader import discover
+from beatflow.scheduler import checks, keys
 from beatflow.scheduler.clock import Clock
 from beatflow.scheduler.election import LeaderElection
 from beatflow.scheduler.firing import Dispatcher
@@ -47,6 +49,18 @@ def failover_grace(settings: Settings) -> timedelta:
                      + 4 * settings.beat_renew_interval + 2.0)
 
 
+def folder_signature(folder: Path) -> tuple[tuple[str, int, int], ...]:
+    """(path, mtime, size) of every DAG module: the folder is re-imported only when it changes."""
+    out = []
+    for path in discover(folder):
+        try:
+            st = path.stat()
+        except OSError:
+            continue
+        out.append((str(path), st.st_mtime_ns, st.st_size))
+    return tuple(out)
+
+
 class BeatflowScheduler(RedBeatScheduler):  # type: ignore[misc]
     """The beat scheduler ``celery -A beatflow beat`` runs (see ``settings.celery_config``)."""
 
@@ -73,6 +87,8 @@ class BeatflowScheduler(RedBeatScheduler):  # type: ignore[misc]
         self._leading = False
         self._next_sync = 0.0
         self._load_errors: tuple[str, ...] = ()
+        self._signature: tuple[tuple[str, int, int], ...] | None = None
+        self._written_epoch = 0
 
     # ---------------------------------------------------------------- RedBeat overrides
 
@@ -107,12 +123,11 @@ class BeatflowScheduler(RedBeatScheduler):  # type: ignore[misc]
     def _tick(self) -> float:
         if not self._started:
             self._start()
-        if time.monotonic() >= self._next_sync:
-            self._sync()
         lease = self.election.lease()
         if lease is None:
-            if self._leading:
-                self._leading = False
+            self._leading = False
+            if time.monotonic() >= self._next_sync:
+                self._sync(None)  # followers keep their specs fresh, writing nothing
             # a follower wakes as soon as the election thread gains the lock (clear, then look
             # again, so an acquisition between the two is never slept through)
             self.election.gained.clear()
@@ -121,14 +136,17 @@ class BeatflowScheduler(RedBeatScheduler):  # type: ignore[misc]
             return 0.01
         if not self._leading:
             self._leading = True
-            # the specs a follower keeps loaded: write them (a new leader trusts no one else's
-            # writes) without re-importing the dags folder, which would delay the first fire
-            self._write_entries(lease[0])
+            self._next_sync = 0.0  # write the entries right after this first fire
+            # a lost lock may mean Redis restarted empty: its queue bindings are gone, so
+            # forget kombu's "already declared" cache and declare the queue again on publish
+            self.producer.connection.declared_entities.clear()
         now = self.clock.now()
         result = self.dispatcher.fire_due(now, lease)
         if result.fired:
             log.info("beat %s: fired %d tick(s) (epoch %d)", self.instance, result.fired,
                      lease[1])
+        if time.monotonic() >= self._next_sync:
+            self._sync(lease)
         if result.more:
             return 0.0
         if result.next_due is None:
@@ -139,7 +157,7 @@ class BeatflowScheduler(RedBeatScheduler):  # type: ignore[misc]
     def _start(self) -> None:
         self._started = True
         checks.check_eviction_policy(self.client)
-        self._sync()
+        self._sync(None)
         self._warm_up()
         self.election.start()
 
@@ -152,31 +170,52 @@ class BeatflowScheduler(RedBeatScheduler):  # type: ignore[misc]
             log.warning("beat %s: broker not reachable yet (%s)", self.instance, exc)
         self.dispatcher.refresh_paused()
 
-    def _sync(self) -> None:
+    def _sync(self, lease: tuple[str, int] | None) -> None:
+        """Reload the dags folder if a file changed; as leader, make the entries match."""
         self._next_sync = time.monotonic() + self.settings.schedule_sync_interval
-        try:
-            bag = self._runtime().reload()
-        except Exception:  # noqa: BLE001 - keep the last good specs
-            log.exception("beat %s: loading the dags folder failed", self.instance)
-            return
-        errors = tuple(str(e) for e in bag.errors)
-        if errors != self._load_errors:
-            self._load_errors = errors
-            for line in errors:
-                log.warning("beat: a DAG module does not load, its schedules are off: %s", line)
-        self.dispatcher.specs = specs_of(bag)
+        signature = folder_signature(self.settings.dags_path)
+        if signature != self._signature or self.dispatcher.specs is None:
+            started = time.perf_counter()
+            try:
+                bag = self._runtime().reload()
+            except Exception:  # noqa: BLE001 - keep the last good specs
+                log.exception("beat %s: loading the dags folder failed", self.instance)
+                return
+            errors = tuple(str(e) for e in bag.errors)
+            if errors != self._load_errors:
+                self._load_errors = errors
+                for line in errors:
+                    log.warning("beat: a DAG module does not load, its schedules are off: %s",
+                                line)
+            self.dispatcher.specs = specs_of(bag)
+            self._signature = signature
+            self._written_epoch = 0
+            log.info("beat %s: loaded %d scheduled DAGs in %.2fs", self.instance,
+                     len(self.dispatcher.specs), time.perf_counter() - started)
         self.dispatcher.refresh_paused()  # keeps a standby's DB connection warm, too
-        lease = self.election.lease()
         if lease is not None:
-            self._write_entries(lease[0])
+            self._write_entries(lease)
 
-    def _write_entries(self, token: str) -> None:
+    def _write_entries(self, lease: tuple[str, int]) -> None:
+        token, epoch = lease
+        specs = self.dispatcher.specs or {}
         try:
-            write_entries(self.client, token, self.dispatcher.specs or {}, self.clock.now())
+            # unchanged folder, same term, Redis still holds them all: nothing to compare
+            if self._written_epoch == epoch and self.client.hlen(keys.FINGERPRINTS) == len(specs):
+                return
+            started = time.perf_counter()
+            result = write_entries(self.client, token, specs, self.clock.now())
         except redis.RedisError as exc:
             log.warning("beat %s: writing schedule entries failed (%s); retrying at the next "
                         "sync", self.instance, exc)
             self._next_sync = time.monotonic() + self.loop_interval
+            return
+        if result.applied:
+            self._written_epoch = epoch
+            if result.written or result.removed:
+                log.info("beat %s: schedule sync wrote %d and removed %d entries in %.2fs "
+                         "(%d unchanged)", self.instance, result.written, result.removed,
+                         time.perf_counter() - started, result.unchanged)
 
     def _send(self, dag_id: str, fire: Fire, epoch: int) -> None:
         self.app.send_task(FIRE_TASK, args=[dag_id, fire.tick.isoformat(), epoch, fire.trigger],

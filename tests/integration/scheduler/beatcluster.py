@@ -105,14 +105,17 @@ class BeatCluster:
         return Counter(r.logical_date for r in self.runs(dag_id) if r.logical_date is not None)
 
     def wait_runs(self, dag_id: str, n: int, timeout: float = 30.0) -> list[DagRunRecord]:
-        procs.wait_for(lambda: len(self.runs(dag_id)) >= n, timeout=timeout,
-                       message=f"{n} DAG runs of {dag_id}")
+        try:
+            procs.wait_for(lambda: len(self.runs(dag_id)) >= n, timeout=timeout,
+                           message=f"{n} DAG runs of {dag_id}")
+        except TimeoutError as exc:
+            raise TimeoutError(f"{exc}; {len(self.runs(dag_id))} so far\n{self.logs()}") from None
         return self.runs(dag_id)
 
     def logs(self) -> str:
         parts = [f"--- {p.name}\n{p.log()[-4000:]}" for p in self.beats]
         if self.worker is not None:
-            parts.append(f"--- worker\n{self.worker.log()[-3000:]}")
+            parts.append(f"--- worker\n{self.worker.log()[-12000:]}")
         return "\n".join(parts)
 
     def stop(self) -> None:
