@@ -94,7 +94,8 @@ class DevStack:
 
         flower_port = self._port(settings.flower_port, "BEATFLOW_FLOWER_PORT")
         metrics_port = self._port(settings.metrics_port, "BEATFLOW_METRICS_PORT")
-        password = settings.flower_password or secrets.token_urlsafe(12)
+        settings_password = settings.flower_password
+        password = settings_password or secrets.token_urlsafe(12)
         env.update(
             BEATFLOW_FLOWER_PORT=str(flower_port),
             BEATFLOW_FLOWER_PASSWORD=password,
@@ -166,7 +167,8 @@ class DevStack:
             database_url=database_url,
             flower_url=flower_url,
             flower_user=settings.flower_user,
-            flower_password=password,
+            # a password the user chose is theirs to know; only a generated one is printed
+            flower_password=password if not settings_password else "(BEATFLOW_FLOWER_PASSWORD)",
             metrics_url=metrics_url,
             log_dir=self.supervisor.log_dir,
             worker_node=worker_node,

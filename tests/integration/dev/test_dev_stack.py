@@ -60,10 +60,17 @@ def _assert_flower_asks_for_the_printed_credentials(output: str) -> None:
 def test_given_broker_and_database_urls_are_used_instead_of_local_ones(
     start_dev: StartDev, dev_env: dict[str, str], redis_url: str, postgres_url: str
 ) -> None:
-    env = {**dev_env, "BEATFLOW_BROKER_URL": redis_url, "BEATFLOW_DATABASE_URL": postgres_url}
+    env = {
+        **dev_env,
+        "BEATFLOW_BROKER_URL": redis_url,
+        "BEATFLOW_DATABASE_URL": postgres_url,
+        "BEATFLOW_FLOWER_PASSWORD": "chosen-by-the-user",
+    }
     dev = start_dev("--run", "example_etl", env=env)
 
     assert dev.wait(120) == 0, dev.output
+    assert "chosen-by-the-user" not in dev.output
+    assert "password (BEATFLOW_FLOWER_PASSWORD)" in dev.output
     assert f"broker    {redis_url}" in dev.output
     assert "database  postgresql+psycopg://" in dev.output
     assert not (dev.cwd / ".beatflow" / "logs" / "redis.log").exists()
