@@ -26,8 +26,15 @@ install: $(STAMP)
 
 $(STAMP): pyproject.toml
 	@test -n "$(PYTHON)" || { echo "error: no Python 3.11+ on PATH; install python3 (>= 3.11) and retry" >&2; exit 1; }
-	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV) || { \
-		echo "error: '$(PYTHON) -m venv' failed; on Debian: apt-get install python3-venv" >&2; exit 1; }
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV) 2>/dev/null || { \
+		rm -rf $(VENV); \
+		if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+			echo "installing python3-venv (Debian splits venv out of python3)"; \
+			DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends python3-venv >/dev/null 2>&1 \
+			|| { apt-get update -q >/dev/null 2>&1 && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends python3-venv >/dev/null 2>&1; }; \
+		fi; \
+		$(PYTHON) -m venv $(VENV); \
+	} || { echo "error: '$(PYTHON) -m venv' failed; on Debian: apt-get install python3-venv" >&2; exit 1; }
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
 	@touch $@
