@@ -12,7 +12,7 @@ PYTHON ?= $(shell for p in python3.13 python3.12 python3.11 python3; do \
 PYTEST_ARGS ?=
 SRC := platform tests dags bench
 
-.PHONY: help install deps-system test lint typecheck demo bench clean
+.PHONY: help install deps-system test lint typecheck demo bench sync-rules clean
 
 help:
 	@echo "make install      create $(VENV) (Python >= 3.11) and install beatflow with its dev extras"
@@ -20,6 +20,7 @@ help:
 	@echo "make test         install, then run the whole test suite (starts throwaway Redis/PostgreSQL if none runs)"
 	@echo "make lint         ruff check, ruff format --check, mypy"
 	@echo "make bench        run every bench/bench_*.py"
+	@echo "make sync-rules   regenerate the alert-rule copies (k8s, Helm) from the rule files"
 	@echo "make clean        remove caches and the embedded stack's state (.beatflow/); keeps $(VENV)"
 
 install: $(STAMP)
@@ -57,6 +58,9 @@ deps-system:
 	apt-get install -y -q --no-install-recommends $$missing >/dev/null 2>&1 \
 		|| { apt-get update -q >/dev/null 2>&1 && apt-get install -y -q --no-install-recommends $$missing >/dev/null 2>&1; } \
 		|| echo "warning: could not apt-get install$$missing; tests that need them will say so"
+	@# kubectl and helm into .tools/bin (and docker-compose as root): the deploy tests use them.
+	@if [ -f deploy/tools.sh ]; then PYTHON=$(BIN)/python bash deploy/tools.sh >/dev/null \
+		|| echo "warning: deploy/tools.sh failed; the deploy tests will say why"; fi
 
 test: install deps-system
 	$(BIN)/pytest $(PYTEST_ARGS)
@@ -76,6 +80,9 @@ bench: install
 	@set -e; shopt -s nullglob; files=(bench/bench_*.py); \
 	if [ $${#files[@]} -eq 0 ]; then echo "no bench/bench_*.py yet"; exit 0; fi; \
 	for f in "$${files[@]}"; do echo "== $$f"; $(BIN)/python "$$f"; done
+
+sync-rules: install
+	$(BIN)/python -m beatflow.deploy.rules
 
 clean:
 	rm -rf .beatflow .pytest_cache .mypy_cache .ruff_cache build dist
