@@ -68,11 +68,17 @@ def test_a_dag_with_one_retry_and_one_failure_moves_each_counter_by_its_amount(
     queue = observed.settings.default_queue
     assert moved("celery_task_received_total", name=name, queue_name=queue) == 2
 
+    # heartbeats come every 2 s: wait for this worker's, with a deadline
     node = f"{observed.worker.name}@"
-    workers_up = {
-        dict(ls)["hostname"]: v for (n, ls), v in after.items() if n == "celery_worker_up"
-    }
-    assert [v for h, v in workers_up.items() if h.startswith(node)] == [1.0]
+
+    def worker_up() -> list[float]:
+        return [
+            v
+            for (n, ls), v in observed.scrape().items()
+            if n == "celery_worker_up" and dict(ls)["hostname"].startswith(node) and v == 1
+        ]
+
+    assert procs.wait_for(worker_up, timeout=30, message=f"celery_worker_up for {node}") == [1.0]
     assert after.get_value("beatflow_exporter_source_up", source="events") == 1
     assert after.get_value("beatflow_exporter_source_up", source="redis") == 1
     assert after.get_value("beatflow_exporter_source_up", source="database") == 1
