@@ -3,6 +3,7 @@ leader, DAG runs, dead letters, SLA misses, stuck task runs) on BEATFLOW_METRICS
 
 from __future__ import annotations
 
+import logging
 import signal
 import sys
 from types import FrameType
@@ -65,7 +66,12 @@ def exporter(
         ) from exc
     ex.start()
     bound = server.server_address[1]
-    click.echo(f"beatflow exporter serving http://{host}:{bound}/metrics", err=True)
+    logging.getLogger("beatflow.exporter").info(
+        "beatflow exporter serving http://%s:%d/metrics",
+        host,
+        bound,
+        extra={"event": "exporter_started", "port": bound},
+    )
 
     def _stop(signum: int, frame: FrameType | None) -> None:
         ex.stop()

@@ -3,6 +3,7 @@ down, and picks each source up again when it returns."""
 
 from __future__ import annotations
 
+import json
 import urllib.request
 
 import pytest
@@ -71,4 +72,8 @@ def test_the_exporter_survives_redis_and_database_outages_and_reports_them(
             assert response.status == 200
     finally:
         exporter.stop()
-    assert "Traceback" not in exporter.log()
+    log = exporter.log()
+    assert "Traceback" not in log
+    records = [json.loads(line) for line in log.splitlines() if line.strip()]  # JSON lines only
+    events = {r.get("event") for r in records}
+    assert {"exporter_started", "source_down", "source_up"} <= events
