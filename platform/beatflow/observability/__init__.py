@@ -1,3 +1,4 @@
-"""Observability: the metrics (``metrics``), the exporter that fills them from Celery events,
-Redis and the results database (``exporter``), SLA and stuck-work detection (``detect``), the
-alert rules (``rules/``) and Flower's authentication defaults (``flower``)."""
+"""Observability: every metric object (``metrics``), the exporter process (``exporter``) that fills
+them from Celery events (``celery_events``), Redis (``broker``) and the results database
+(``results``, with the SLA and stuck-work rules in ``detect``), serves them (``http``, ``render``),
+the alert rules (``rules/``) and Flower's authentication default (``flower``)."""
