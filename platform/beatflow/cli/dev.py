@@ -15,19 +15,11 @@ from typing import Any
 import click
 
 from beatflow.dev.display import TaskChangePrinter
-from beatflow.dev.stack import DevStack, StackInfo
+from beatflow.dev.stack import DevStack, StackInfo, StopRequested
 from beatflow.errors import BeatflowError
 from beatflow.settings import Settings, mask_url
 
 _STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
-
-
-class StopRequested(BaseException):
-    """Raised in the main thread when a stop signal arrives, to unwind whatever is blocking."""
-
-
-def _raise_stop(signum: int, _frame: FrameType | None) -> None:
-    raise StopRequested(signum)
 
 
 def _parse_conf(raw: str | None) -> dict[str, Any] | None:
@@ -60,7 +52,11 @@ def dev(dag_id: str | None, conf_json: str | None, timeout: float) -> None:
     # The CLI is the boundary where the environment enters: children inherit it, with the
     # URLs of the stack added.
     stack = DevStack(environ=dict(os.environ), cwd=Path.cwd(), echo=click.echo)
-    previous = {sig: signal.signal(sig, _raise_stop) for sig in _STOP_SIGNALS}
+
+    def on_signal(_signum: int, _frame: FrameType | None) -> None:
+        stack.request_stop()  # only a flag: see DevStack.request_stop
+
+    previous = {sig: signal.signal(sig, on_signal) for sig in _STOP_SIGNALS}
     code = 1
     try:
         if dag_id is not None:
@@ -74,8 +70,6 @@ def dev(dag_id: str | None, conf_json: str | None, timeout: float) -> None:
         click.echo(f"error: {exc}", err=True)
         code = 1
     finally:
-        for sig in _STOP_SIGNALS:
-            signal.signal(sig, signal.SIG_IGN)  # a second Ctrl-C must not cut the cleanup short
         click.echo("beatflow dev: stopping…")
         stack.stop()
         click.echo("beatflow dev: stopped")
@@ -99,10 +93,10 @@ def _check_dag_exists(dag_id: str, stack: DevStack) -> None:
 
 def _serve(stack: DevStack) -> int:
     """Run until a stop signal; report children that die; give up if the worker dies."""
-    while True:
-        time.sleep(0.5)
+    while not stack.stop_requested.wait(0.5):
         if _essential_child_died(stack):
             return 1
+    return 0
 
 
 def _essential_child_died(stack: DevStack) -> bool:
@@ -127,7 +121,8 @@ def _follow(stack: DevStack, dag_id: str, conf: dict[str, Any] | None, timeout: 
         deadline = started + timeout
         while True:
             # Follow in short slices, to notice a dead worker instead of waiting out the timeout.
-            slice_s = max(0.1, min(2.0, deadline - time.monotonic()))
+            stack.check_stop()
+            slice_s = max(0.1, min(1.0, deadline - time.monotonic()))
             try:
                 final = follow_run(
                     app, dag_id, record.run_id, on_task_change=printer, timeout=slice_s

@@ -114,8 +114,8 @@ class Supervisor:
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
             )
-        self.children.append(child)
-        _write_pid_file(child.pid_path, child.pid, child.argv)
+            self.children.append(child)
+            _write_pid_file(child.pid_path, child.pid, child.argv)
         log.debug("started %s (pid %d): %s", name, child.pid, " ".join(child.argv))
         return child
 
@@ -162,8 +162,14 @@ def _signal_group(pgid: int, sig: signal.Signals) -> None:
 
 
 def _write_pid_file(path: Path, pid: int, argv: Sequence[str]) -> None:
-    started = psutil.Process(pid).create_time()
-    path.write_text(json.dumps({"pid": pid, "started": started, "argv": list(argv)}))
+    try:
+        started = psutil.Process(pid).create_time()
+    except psutil.Error:  # it died at once: the caller sees that from its return code
+        started = 0.0
+    # Written whole or not at all: a reader never sees half a record.
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(json.dumps({"pid": pid, "started": started, "argv": list(argv)}))
+    tmp.replace(path)
 
 
 def reap_stale(run_dir: Path, grace: float = 10.0, last: Sequence[str] = ("redis",)) -> list[str]:

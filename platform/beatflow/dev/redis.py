@@ -7,6 +7,7 @@ import importlib.util
 import shutil
 import socket
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import redis
@@ -72,9 +73,11 @@ def is_port_free(port: int) -> bool:
         return True
 
 
-def wait_for_redis(url: str, timeout: float) -> bool:
+def wait_for_redis(
+    url: str, timeout: float, should_stop: Callable[[], bool] = lambda: False
+) -> bool:
     deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+    while time.monotonic() < deadline and not should_stop():
         client = redis.Redis.from_url(url, socket_connect_timeout=0.5, socket_timeout=1)
         try:
             if client.ping():

@@ -9,6 +9,7 @@ import os
 import secrets
 import socket
 import sys
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -26,6 +27,10 @@ from beatflow.settings import Settings
 log = logging.getLogger(__name__)
 
 STATE_DIR = ".beatflow"
+
+
+class StopRequested(BaseException):
+    """Raised at the next safe point after ``DevStack.request_stop`` (a signal arrived)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,11 +61,25 @@ class DevStack:
     info: StackInfo | None = field(default=None, init=False)
     child_env: dict[str, str] = field(default_factory=dict, init=False)
     _reported_dead: set[str] = field(default_factory=set, init=False)
+    stop_requested: threading.Event = field(default_factory=threading.Event, init=False)
 
     def __post_init__(self) -> None:
         self.cwd = self.cwd.resolve()
         self.state_dir = self.cwd / STATE_DIR
         self.supervisor = Supervisor(self.state_dir / "run", self.state_dir / "logs")
+
+    def request_stop(self) -> None:
+        """Ask a start or a wait in progress to give up at its next check (signal-safe).
+
+        Signal handlers only set this flag: an exception raised from a handler can land inside
+        a library between acquiring a lock and releasing it, or between forking a child and
+        recording it, and the stop then hangs or leaves an orphan.
+        """
+        self.stop_requested.set()
+
+    def check_stop(self) -> None:
+        if self.stop_requested.is_set():
+            raise StopRequested
 
     # ------------------------------------------------------------------ start
 
@@ -182,7 +201,8 @@ class DevStack:
         workdir.mkdir(parents=True, exist_ok=True)
         self.redis_child = self._spawn("redis", local_redis.redis_argv(binary, port, workdir))
         url = f"redis://127.0.0.1:{port}/0"
-        if not local_redis.wait_for_redis(url, timeout=15.0):
+        if not local_redis.wait_for_redis(url, 15.0, self.stop_requested.is_set):
+            self.check_stop()
             raise DevStackError(
                 f"Redis ({binary}) did not answer on port {port} within 15s; see "
                 f"{self.redis_child.log_path}:\n{self.redis_child.log_tail()}"
@@ -190,6 +210,7 @@ class DevStack:
         return url
 
     def _spawn(self, name: str, argv: list[str]) -> Child:
+        self.check_stop()
         env = self.child_env or dict(self.environ)
         return self.supervisor.start(name, argv, env, self.cwd)
 
@@ -235,6 +256,7 @@ class DevStack:
         deadline = time.monotonic() + timeout
         try:
             while time.monotonic() < deadline:
+                self.check_stop()
                 self._fail_if_dead("worker")
                 replies = app.control.ping(destination=[node], timeout=1.0)
                 if any(node in reply for reply in replies):
@@ -249,6 +271,7 @@ class DevStack:
     def _wait_for_http(self, url: str, name: str, timeout: float) -> None:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
+            self.check_stop()
             self._fail_if_dead(name)
             try:
                 with urllib.request.urlopen(url, timeout=1):

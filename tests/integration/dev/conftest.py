@@ -92,6 +92,16 @@ class DevProcess:
         return code
 
 
+def processes_in(cwd: Path) -> list[psutil.Process]:
+    """Every live process whose working directory is ``cwd`` (what a stack there started)."""
+    found = []
+    for proc in psutil.process_iter():
+        with contextlib.suppress(psutil.Error):
+            if Path(proc.cwd()) == cwd and proc.status() != psutil.STATUS_ZOMBIE:
+                found.append(proc)
+    return found
+
+
 def gone(procs: list[psutil.Process], timeout: float = 15.0) -> list[psutil.Process]:
     """The processes still alive after waiting up to ``timeout`` seconds."""
     _, alive = psutil.wait_procs(procs, timeout=timeout)

@@ -20,7 +20,7 @@ import psutil
 import pytest
 import sqlalchemy as sa
 
-from tests.integration.dev.conftest import DevProcess, gone
+from tests.integration.dev.conftest import DevProcess, gone, processes_in
 
 pytestmark = pytest.mark.slow
 
@@ -40,6 +40,7 @@ def test_sigterm_stops_every_child_and_leaves_no_pid_file(start_dev: StartDev) -
 
     assert dev.wait(60) == 0
     assert gone(children) == []
+    assert processes_in(dev.cwd) == []
     assert dev.pid_files() == []
     assert "beatflow dev: stopped" in dev.output
 
@@ -197,21 +198,21 @@ def test_a_bad_setting_stops_the_start_with_every_problem_listed(
     assert dev.pid_files() == []
 
 
+@pytest.mark.parametrize("after", ["redis", "worker", "beat-2", "flower"])
 def test_sigterm_during_start_up_still_stops_everything_started_so_far(
-    start_dev: StartDev,
+    start_dev: StartDev, after: str
 ) -> None:
     dev = start_dev()
     deadline = time.monotonic() + 30
-    while "worker" not in dev.recorded_pids() and time.monotonic() < deadline:
-        time.sleep(0.02)
+    while after not in dev.recorded_pids() and time.monotonic() < deadline:
+        time.sleep(0.005)
     assert "ready" not in dev.output
-    children = dev.descendants()
 
     dev.signal(signal.SIGTERM)
 
     assert dev.wait(60) == 0
     assert "ready" not in dev.output
-    assert gone(children) == []
+    assert gone(processes_in(dev.cwd), timeout=5) == []
     assert dev.pid_files() == []
 
 
