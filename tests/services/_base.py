@@ -1,0 +1,122 @@
+"""What the service helpers share: errors, free ports, waiting, and the records that let a
+later run reap servers whose owner died."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import socket
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Protocol
+
+import psutil
+
+# Each owned server writes a record here naming its owner (this pytest process): a later run
+# reaps servers whose owner died (SIGKILL, OOM) before it could stop them.
+STATE_DIR = Path(tempfile.gettempdir()) / "beatflow-test-services"
+
+
+class ServiceError(Exception):
+    """Raised when a service cannot be reached or started."""
+
+
+def force_throwaway() -> bool:
+    """True when BEATFLOW_TEST_FORCE_THROWAWAY asks for throwaway servers even if others run."""
+    return os.environ.get("BEATFLOW_TEST_FORCE_THROWAWAY", "").lower() in ("1", "true", "yes")
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def wait_until(predicate: Callable[[], bool], timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(0.05)
+    raise ServiceError(f"timed out after {timeout:.0f}s waiting for {what}")
+
+
+# ------------------------------------------------------------------ orphan bookkeeping
+
+
+def _record_path(name: str) -> Path:
+    return STATE_DIR / f"{os.getpid()}-{name}.json"
+
+
+def write_record(name: str, pid: int, workdir: Path) -> None:
+    STATE_DIR.mkdir(parents=True, exist_ok=True)
+    proc = psutil.Process(pid)
+    owner = psutil.Process(os.getpid())
+    record = {
+        "owner_pid": owner.pid,
+        "owner_started": owner.create_time(),
+        "pid": pid,
+        "started": proc.create_time(),
+        "workdir": str(workdir),
+    }
+    _record_path(name).write_text(json.dumps(record))
+
+
+def drop_record(name: str) -> None:
+    _record_path(name).unlink(missing_ok=True)
+
+
+def _same_process(pid: int, started: float) -> psutil.Process | None:
+    try:
+        proc = psutil.Process(pid)
+        return proc if abs(proc.create_time() - started) < 0.01 else None
+    except psutil.Error:
+        return None
+
+
+def terminate_tree(proc: psutil.Process, grace: float = 5.0) -> None:
+    """SIGTERM a process and its descendants, SIGKILL whatever outlives ``grace`` seconds."""
+    try:
+        procs = [proc, *proc.children(recursive=True)]
+    except psutil.Error:
+        return
+    for p in procs:
+        with contextlib.suppress(psutil.Error):
+            p.terminate()
+    _, alive = psutil.wait_procs(procs, timeout=grace)
+    for p in alive:
+        with contextlib.suppress(psutil.Error):
+            p.kill()
+    psutil.wait_procs(alive, timeout=grace)
+
+
+def reap_orphans() -> list[int]:
+    """Stop servers whose owning test process died without stopping them; return their pids."""
+    reaped: list[int] = []
+    for path in sorted(STATE_DIR.glob("*.json")):
+        try:
+            record = json.loads(path.read_text())
+        except (OSError, ValueError):
+            path.unlink(missing_ok=True)
+            continue
+        if _same_process(record["owner_pid"], record["owner_started"]) is not None:
+            continue  # its owner is alive (another pytest run): not ours to touch
+        proc = _same_process(record["pid"], record["started"])
+        if proc is not None:
+            terminate_tree(proc)
+            reaped.append(record["pid"])
+        shutil.rmtree(record["workdir"], ignore_errors=True)
+        path.unlink(missing_ok=True)
+    return reaped
+
+
+class Owned(Protocol):
+    def close(self) -> None: ...
+
+
+# Every server this process started, stopped by ``stop_all`` at session end.
+OWNED: list[Owned] = []
