@@ -34,7 +34,7 @@ import redis
 ROOT = Path(__file__).resolve().parent.parent
 FIRES = "bench:failover:fires"
 
-DAG_SOURCE = '''
+DAG_SOURCE = """
 from datetime import timedelta
 from beatflow import DAG, task
 
@@ -44,17 +44,20 @@ def noop() -> int:
 
 with DAG("bench_failover", schedule=timedelta(seconds=1), max_active_runs=100000):
     noop()
-'''
+"""
 
 
 # ---------------------------------------------------------------- the apps the beats run
 
+
 def _record(sender: str | None = None, body: Any = None, **_: Any) -> None:
     args = body[0] if isinstance(body, (list, tuple)) and body else []
-    tick = args[1] if sender == "beatflow.fire_schedule" and len(args) > 1 else None
+    ticks: list[str | None] = [None]  # RedBeat's fires carry no tick
+    if sender == "beatflow.fire_schedules":
+        ticks = [fire[1] for fire in args[0]]
+    now, instance = time.time(), os.environ["BENCH_INSTANCE"]
     client = redis.Redis.from_url(os.environ["BENCH_RECORD_URL"])
-    client.rpush(FIRES, json.dumps({"t": time.time(), "instance": os.environ["BENCH_INSTANCE"],
-                                    "tick": tick}))
+    client.rpush(FIRES, *[json.dumps({"t": now, "instance": instance, "tick": t}) for t in ticks])
     client.close()
 
 
@@ -97,6 +100,7 @@ def __getattr__(name: str) -> Any:  # `celery -A bench.bench_failover:beatflow_a
 
 # ---------------------------------------------------------------- the harness
 
+
 class Harness:
     def __init__(self, mode: str, redis_url: str, workdir: Path) -> None:
         self.mode, self.redis_url, self.workdir = mode, redis_url, workdir
@@ -104,9 +108,14 @@ class Harness:
         self.client.flushdb()
         self.procs: dict[str, subprocess.Popen[bytes]] = {}
         self.env = {k: v for k, v in os.environ.items() if not k.startswith("BEATFLOW_")}
-        self.env.update({"PYTHONPATH": os.pathsep.join([str(ROOT / "platform"), str(ROOT)]),
-                         "BENCH_RECORD_URL": redis_url, "BENCH_MODE": mode,
-                         "PYTHONUNBUFFERED": "1"})
+        self.env.update(
+            {
+                "PYTHONPATH": os.pathsep.join([str(ROOT / "platform"), str(ROOT)]),
+                "BENCH_RECORD_URL": redis_url,
+                "BENCH_MODE": mode,
+                "PYTHONUNBUFFERED": "1",
+            }
+        )
         self.db_name = ""
         if mode == "beatflow":
             (workdir / "dags").mkdir()
@@ -120,11 +129,18 @@ class Harness:
                 conn.execute(sa.text(f'CREATE DATABASE "{self.db_name}"'))
             eng.dispose()
             self.admin = admin
-            db_url = str(sa.make_url(admin).set(database=self.db_name)
-                         .render_as_string(hide_password=False))
-            self.env.update({"BEATFLOW_BROKER_URL": redis_url, "BEATFLOW_DATABASE_URL": db_url,
-                             "BEATFLOW_DAGS_FOLDER": str(workdir / "dags"),
-                             "BEATFLOW_QUEUES": "benchfailover", "BEATFLOW_LOG_FORMAT": "text"})
+            db_url = str(
+                sa.make_url(admin).set(database=self.db_name).render_as_string(hide_password=False)
+            )
+            self.env.update(
+                {
+                    "BEATFLOW_BROKER_URL": redis_url,
+                    "BEATFLOW_DATABASE_URL": db_url,
+                    "BEATFLOW_DAGS_FOLDER": str(workdir / "dags"),
+                    "BEATFLOW_QUEUES": "benchfailover",
+                    "BEATFLOW_LOG_FORMAT": "text",
+                }
+            )
             from beatflow.settings import Settings
             from beatflow.store import Store
 
@@ -132,16 +148,34 @@ class Harness:
             self.store.upgrade()
 
     def spawn(self, name: str, role: str) -> None:
-        target = "bench.bench_failover:beatflow_app" if self.mode == "beatflow" else \
-            "bench.bench_failover:redbeat_app"
+        target = (
+            "bench.bench_failover:beatflow_app"
+            if self.mode == "beatflow"
+            else "bench.bench_failover:redbeat_app"
+        )
         argv = [sys.executable, "-m", "celery", "-A", target, role, "-l", "info"]
         if role == "worker":
-            argv = [sys.executable, "-m", "celery", "-A", "beatflow", "worker", "-l", "warning",
-                    "-Q", "benchfailover", "-c", "2", "--without-mingle", "--without-gossip"]
+            argv = [
+                sys.executable,
+                "-m",
+                "celery",
+                "-A",
+                "beatflow",
+                "worker",
+                "-l",
+                "warning",
+                "-Q",
+                "benchfailover",
+                "-c",
+                "2",
+                "--without-mingle",
+                "--without-gossip",
+            ]
         env = {**self.env, "BENCH_INSTANCE": name, "BEATFLOW_INSTANCE": name}
         log = open(self.workdir / f"{name}.log", "ab")  # noqa: SIM115 - handed to the child
-        self.procs[name] = subprocess.Popen(argv, env=env, cwd=ROOT, stdout=log,
-                                            stderr=subprocess.STDOUT, start_new_session=True)
+        self.procs[name] = subprocess.Popen(
+            argv, env=env, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+        )
         log.close()
 
     def fires(self) -> list[dict[str, Any]]:
@@ -164,11 +198,15 @@ class Harness:
         """Until the new replica competes for the lock: RedBeat tries from beat_init (logged
         right after "beat: Starting..."), beatflow from its first tick (its replica key)."""
         log = self.workdir / f"{name}.log"
-        self.wait(lambda: "beat: Starting..." in log.read_text(errors="replace"), 60,
-                  f"{name} to start")
+        self.wait(
+            lambda: "beat: Starting..." in log.read_text(errors="replace"), 60, f"{name} to start"
+        )
         if self.mode == "beatflow":
-            self.wait(lambda: self.client.exists(f"beatflow:beat:replica:{name}"), 30,
-                      f"{name} to compete")
+            self.wait(
+                lambda: self.client.exists(f"beatflow:beat:replica:{name}"),
+                30,
+                f"{name} to compete",
+            )
         time.sleep(1.0)  # a few ticks with both replicas up before the next kill
 
     def stop_all(self) -> None:
@@ -190,8 +228,9 @@ class Harness:
             eng.dispose()
 
 
-def run(mode: str, failovers: int, sig: signal.Signals, redis_url: str,
-        timeout: float) -> dict[str, Any]:
+def run(
+    mode: str, failovers: int, sig: signal.Signals, redis_url: str, timeout: float
+) -> dict[str, Any]:
     workdir = Path(tempfile.mkdtemp(prefix=f"bench-failover-{mode}-"))
     h = Harness(mode, redis_url, workdir)
     results: list[dict[str, Any]] = []
@@ -207,24 +246,39 @@ def run(mode: str, failovers: int, sig: signal.Signals, redis_url: str,
             leader = h.wait(lambda: h.firing_instance(time.time() - 1.5), 30, "a firing leader")
             killed = time.time()
             os.killpg(h.procs[leader].pid, sig)
-            new = h.wait(lambda k=killed, lead=leader: next(
-                (f for f in h.fires() if f["t"] > k and f["instance"] != lead), None),
-                timeout, "the standby's first fire")
+            new = h.wait(
+                lambda k=killed, lead=leader: next(
+                    (f for f in h.fires() if f["t"] > k and f["instance"] != lead), None
+                ),
+                timeout,
+                "the standby's first fire",
+            )
             if mode == "beatflow":
                 due = math.floor(killed) + 1
-                first_next = h.wait(lambda d=due: next(
-                    (f for f in h.fires() if f["tick"] and _ts(f["tick"]) == d), None),
-                    30, "the next due tick's fire")
+                first_next = h.wait(
+                    lambda d=due: next(
+                        (f for f in h.fires() if f["tick"] and _ts(f["tick"]) == d), None
+                    ),
+                    30,
+                    "the next due tick's fire",
+                )
                 takeover = first_next["t"] - killed
             else:
                 takeover = new["t"] - killed
             before = [f["t"] for f in h.fires() if f["t"] <= killed]
             gap = new["t"] - (before[-1] if before else killed)
             lost_rb = max(0, round(gap) - 1) if mode != "beatflow" else None
-            results.append({"i": i, "leader": leader, "new_leader": new["instance"],
-                            "takeover_s": round(takeover, 3),
-                            "first_fire_s": round(new["t"] - killed, 3), "gap_s": round(gap, 3),
-                            "lost_ticks_redbeat": lost_rb})
+            results.append(
+                {
+                    "i": i,
+                    "leader": leader,
+                    "new_leader": new["instance"],
+                    "takeover_s": round(takeover, 3),
+                    "first_fire_s": round(new["t"] - killed, 3),
+                    "gap_s": round(gap, 3),
+                    "lost_ticks_redbeat": lost_rb,
+                }
+            )
             print(json.dumps(results[-1]), flush=True)
             h.procs[leader].wait(30)
             h.spawn(f"b{serial}", "beat")
@@ -244,8 +298,11 @@ def run(mode: str, failovers: int, sig: signal.Signals, redis_url: str,
             summary["ticks"] = last - first + 1
             summary["lost_fires"] = sum(1 for t in range(first, last + 1) if t not in ticks)
             summary["double_fires"] = sum(1 for n in ticks.values() if n > 1)
-            h.wait(lambda: len(h.store.list_dag_runs("bench_failover", limit=10**6))
-                   >= len(ticks), 60, "every fire to become a DAG run")
+            h.wait(
+                lambda: len(h.store.list_dag_runs("bench_failover", limit=10**6)) >= len(ticks),
+                60,
+                "every fire to become a DAG run",
+            )
             runs = h.store.list_dag_runs("bench_failover", limit=10**6)
             per_date = Counter(int(r.logical_date.timestamp()) for r in runs if r.logical_date)
             summary["dag_runs"] = len(runs)
@@ -266,17 +323,23 @@ def _ts(iso: str) -> int:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--mode", choices=["beatflow", "redbeat-default", "redbeat-tuned"],
-                        default="beatflow")
+    parser.add_argument(
+        "--mode", choices=["beatflow", "redbeat-default", "redbeat-tuned"], default="beatflow"
+    )
     parser.add_argument("--failovers", type=int, default=12)
     parser.add_argument("--signal", choices=["KILL", "TERM"], default="KILL")
     parser.add_argument("--redis", default="redis://127.0.0.1:6384/10")
-    parser.add_argument("--timeout", type=float, default=2400.0,
-                        help="seconds to wait for a takeover (RedBeat's default needs ~1,800)")
+    parser.add_argument(
+        "--timeout",
+        type=float,
+        default=2400.0,
+        help="seconds to wait for a takeover (RedBeat's default needs ~1,800)",
+    )
     parser.add_argument("--out", type=Path, default=None, help="write the summary JSON here")
     args = parser.parse_args()
-    summary = run(args.mode, args.failovers, signal.Signals[f"SIG{args.signal}"], args.redis,
-                  args.timeout)
+    summary = run(
+        args.mode, args.failovers, signal.Signals[f"SIG{args.signal}"], args.redis, args.timeout
+    )
     text = json.dumps(summary, indent=2)
     print(text)
     if args.out:

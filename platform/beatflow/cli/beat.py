@@ -32,7 +32,8 @@ def status(as_json: bool, limit: int) -> None:
     except redis.RedisError as exc:
         raise click.ClickException(
             f"cannot read the beat state from Redis at {mask_url(settings.effective_redbeat_url)}"
-            f": {exc}; check BEATFLOW_REDBEAT_URL (or BEATFLOW_BROKER_URL)") from exc
+            f": {exc}; check BEATFLOW_REDBEAT_URL (or BEATFLOW_BROKER_URL)"
+        ) from exc
     if as_json:
         echo_json(st.as_dict())
         return
@@ -40,8 +41,10 @@ def status(as_json: bool, limit: int) -> None:
         click.echo(f"leader: none (no beat holds the lock; last epoch {st.epoch})")
     else:
         age = time.time() - float(st.leader.get("since", time.time()))
-        click.echo(f"leader: {st.leader['instance']} epoch {st.leader['epoch']} "
-                   f"(leading for {age:.0f}s), lock TTL {st.lock_ttl_seconds:.2f}s")
+        click.echo(
+            f"leader: {st.leader['instance']} epoch {st.leader['epoch']} "
+            f"(leading for {age:.0f}s), lock TTL {st.lock_ttl_seconds:.2f}s"
+        )
     for r in st.replicas:
         click.echo(f"  replica {r['instance']}: {r['role']}")
     click.echo(f"schedule entries: {st.entries}; next due:")

@@ -78,8 +78,9 @@ class Schedule:
             return tick
         assert self.cron is not None
         local = instant.astimezone(self.timezone).replace(tzinfo=None)
-        # Step back one hour so a tick inside a repeated hour is not missed, then walk forward.
-        it = croniter(self.cron, local - timedelta(hours=1))
+        # Near a DST change step back one hour so a tick inside a repeated or skipped hour is
+        # not missed, then walk forward (elsewhere the walk starts at ``local``: one step).
+        it = croniter(self.cron, local - self._dst_margin(instant))
         while True:
             naive = it.get_next(datetime)
             tick = _localize(naive, self.timezone)
@@ -98,12 +99,20 @@ class Schedule:
             )
         assert self.cron is not None
         local = instant.astimezone(self.timezone).replace(tzinfo=None)
-        it = croniter(self.cron, local + timedelta(hours=1, seconds=1))
+        it = croniter(self.cron, local + self._dst_margin(instant) + timedelta(seconds=1))
         while True:
             naive = it.get_prev(datetime)
             tick = _localize(naive, self.timezone)
             if tick <= instant:
                 return tick
+
+    def _dst_margin(self, instant: datetime) -> timedelta:
+        """One hour if the zone's UTC offset changes within an hour of ``instant``, else 0."""
+        hour = timedelta(hours=1)
+        offsets = {
+            (instant + d).astimezone(self.timezone).utcoffset() for d in (-hour, 0 * hour, hour)
+        }
+        return hour if len(offsets) > 1 else timedelta(0)
 
     def ticks(self, after: datetime, until: datetime) -> Iterator[datetime]:
         """Ticks in ``(after, until]``, oldest first."""

@@ -23,12 +23,15 @@ def backfill_ticks(app: Celery, dag_id: str, start: datetime, end: datetime) -> 
 
     dag = runtime_of(app).dag(dag_id)
     if dag.schedule is None:
-        raise SchedulerError(f'DAG "{dag_id}" has no schedule, so it has no ticks to backfill; '
-                             f"use `beatflow dags trigger {dag_id}` for a manual run")
+        raise SchedulerError(
+            f'DAG "{dag_id}" has no schedule, so it has no ticks to backfill; '
+            f"use `beatflow dags trigger {dag_id}` for a manual run"
+        )
     start, end = _aware(start), _aware(end)
     if end < start:
-        raise SchedulerError(f"backfill of {dag_id}: --end {end.isoformat()} is before --start "
-                             f"{start.isoformat()}")
+        raise SchedulerError(
+            f"backfill of {dag_id}: --end {end.isoformat()} is before --start {start.isoformat()}"
+        )
     if dag.start_date is not None:
         start = max(start, dag.start_date)
     if dag.end_date is not None:
@@ -42,7 +45,8 @@ def backfill_ticks(app: Celery, dag_id: str, start: datetime, end: datetime) -> 
         if len(ticks) > MAX_BACKFILL_TICKS:
             raise SchedulerError(
                 f"backfill of {dag_id} from {start.isoformat()} to {end.isoformat()} covers more "
-                f"than {MAX_BACKFILL_TICKS} ticks; split it into smaller ranges")
+                f"than {MAX_BACKFILL_TICKS} ticks; split it into smaller ranges"
+            )
     return ticks
 
 
@@ -51,9 +55,16 @@ def backfill(app: Celery, dag_id: str, start: datetime, end: datetime) -> list[D
     max_active_runs wait queued. Returns the runs, oldest first."""
     from beatflow.runs import make_run_id, trigger_dag
 
-    return [trigger_dag(app, dag_id, run_id=make_run_id("scheduled", tick), logical_date=tick,
-                        trigger="backfill")
-            for tick in backfill_ticks(app, dag_id, start, end)]
+    return [
+        trigger_dag(
+            app,
+            dag_id,
+            run_id=make_run_id("scheduled", tick),
+            logical_date=tick,
+            trigger="backfill",
+        )
+        for tick in backfill_ticks(app, dag_id, start, end)
+    ]
 
 
 def _aware(value: datetime) -> datetime:

@@ -8,6 +8,7 @@ import logging
 import os
 import socket
 import time
+from collections.abc import Sequence
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -24,7 +25,7 @@ from beatflow.scheduler.election import LeaderElection
 from beatflow.scheduler.firing import Dispatcher
 from beatflow.scheduler.plan import Fire
 from beatflow.scheduler.sync import specs_of, write_entries
-from beatflow.scheduler.tasks import FIRE_TASK
+from beatflow.scheduler.tasks import FIRE_BATCH_TASK
 from beatflow.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -37,16 +38,24 @@ beat_init.disconnect(acquire_distributed_beat_lock)
 def redis_client(settings: Settings) -> redis.Redis:
     """A client whose calls fail fast: a renewal must never hang past the lease."""
     timeout = max(0.2, settings.beat_lock_timeout / 3)
-    return redis.Redis.from_url(settings.effective_redbeat_url, decode_responses=True,
-                                socket_timeout=timeout, socket_connect_timeout=timeout,
-                                retry_on_timeout=False)
+    return redis.Redis.from_url(
+        settings.effective_redbeat_url,
+        decode_responses=True,
+        socket_timeout=timeout,
+        socket_connect_timeout=timeout,
+        retry_on_timeout=False,
+    )
 
 
 def failover_grace(settings: Settings) -> timedelta:
     """How late a tick may be and still count as a failover gap tick (fired whatever catchup
     says): one lease plus a few loop and renew intervals, with slack for a slow takeover."""
-    return timedelta(seconds=2 * settings.beat_lock_timeout + 4 * settings.beat_loop_interval
-                     + 4 * settings.beat_renew_interval + 2.0)
+    return timedelta(
+        seconds=2 * settings.beat_lock_timeout
+        + 4 * settings.beat_loop_interval
+        + 4 * settings.beat_renew_interval
+        + 2.0
+    )
 
 
 def folder_signature(folder: Path) -> tuple[tuple[str, int, int], ...]:
@@ -75,13 +84,20 @@ class BeatflowScheduler(RedBeatScheduler):  # type: ignore[misc]
         self.clock = Clock(self.settings.test_clock_file)
         self.client = redis_client(self.settings)
         self.election = LeaderElection(
-            self.client, instance=self.instance, ttl=self.settings.beat_lock_timeout,
-            renew_every=self.settings.beat_renew_interval)
+            self.client,
+            instance=self.instance,
+            ttl=self.settings.beat_lock_timeout,
+            renew_every=self.settings.beat_renew_interval,
+        )
         self.dispatcher = Dispatcher(
-            self.client, self._send, failover_grace(self.settings),
+            self.client,
+            self._send,
+            failover_grace(self.settings),
             timedelta(seconds=self.settings.catchup_window),
             latest_logical_date=lambda d: self._runtime().store.latest_logical_date(d),
-            paused_dag_ids=lambda: self._runtime().store.paused_dag_ids())
+            paused_dag_ids=lambda: self._runtime().store.paused_dag_ids(),
+            newest_epoch=self._newest_epoch,
+        )
         self._started = False
         self._closed = False
         self._leading = False
@@ -113,10 +129,12 @@ class BeatflowScheduler(RedBeatScheduler):  # type: ignore[misc]
     @property
     def info(self) -> str:
         s = self.settings
-        return (f"       . redis -> {self.app.redbeat_conf.redis_url}\n"
-                f"       . lock -> lease {s.beat_lock_timeout}s renewed every "
-                f"{s.beat_renew_interval}s; loop {s.beat_loop_interval}s; "
-                f"sync every {s.schedule_sync_interval}s")
+        return (
+            f"       . redis -> {self.app.redbeat_conf.redis_url}\n"
+            f"       . lock -> lease {s.beat_lock_timeout}s renewed every "
+            f"{s.beat_renew_interval}s; loop {s.beat_loop_interval}s; "
+            f"sync every {s.schedule_sync_interval}s"
+        )
 
     # ---------------------------------------------------------------- the loop
 
@@ -143,8 +161,7 @@ class BeatflowScheduler(RedBeatScheduler):  # type: ignore[misc]
         now = self.clock.now()
         result = self.dispatcher.fire_due(now, lease)
         if result.fired:
-            log.info("beat %s: fired %d tick(s) (epoch %d)", self.instance, result.fired,
-                     lease[1])
+            log.info("beat %s: fired %d tick(s) (epoch %d)", self.instance, result.fired, lease[1])
         if time.monotonic() >= self._next_sync:
             self._sync(lease)
         if result.more:
@@ -185,15 +202,22 @@ class BeatflowScheduler(RedBeatScheduler):  # type: ignore[misc]
             if errors != self._load_errors:
                 self._load_errors = errors
                 for line in errors:
-                    log.warning("beat: a DAG module does not load, its schedules are off: %s",
-                                line)
+                    log.warning("beat: a DAG module does not load, its schedules are off: %s", line)
             self.dispatcher.specs = specs_of(bag)
             self._signature = signature
             self._written_epoch = 0
-            log.info("beat %s: loaded %d scheduled DAGs in %.2fs", self.instance,
-                     len(self.dispatcher.specs), time.perf_counter() - started)
+            log.info(
+                "beat %s: loaded %d scheduled DAGs in %.2fs",
+                self.instance,
+                len(self.dispatcher.specs),
+                time.perf_counter() - started,
+            )
         self.dispatcher.refresh_paused()  # keeps a standby's DB connection warm, too
-        if lease is not None:
+        if lease is None:
+            self.election.epoch_floor = max(
+                self.election.epoch_floor, self.dispatcher.latest_epoch()
+            )
+        else:
             self._write_entries(lease)
 
     def _write_entries(self, lease: tuple[str, int]) -> None:
@@ -206,26 +230,51 @@ class BeatflowScheduler(RedBeatScheduler):  # type: ignore[misc]
             started = time.perf_counter()
             result = write_entries(self.client, token, specs, self.clock.now())
         except redis.RedisError as exc:
-            log.warning("beat %s: writing schedule entries failed (%s); retrying at the next "
-                        "sync", self.instance, exc)
+            log.warning(
+                "beat %s: writing schedule entries failed (%s); retrying at the next sync",
+                self.instance,
+                exc,
+            )
             self._next_sync = time.monotonic() + self.loop_interval
             return
         if result.applied:
             self._written_epoch = epoch
             if result.written or result.removed:
-                log.info("beat %s: schedule sync wrote %d and removed %d entries in %.2fs "
-                         "(%d unchanged)", self.instance, result.written, result.removed,
-                         time.perf_counter() - started, result.unchanged)
+                log.info(
+                    "beat %s: schedule sync wrote %d and removed %d entries in %.2fs "
+                    "(%d unchanged)",
+                    self.instance,
+                    result.written,
+                    result.removed,
+                    time.perf_counter() - started,
+                    result.unchanged,
+                )
 
-    def _send(self, dag_id: str, fire: Fire, epoch: int) -> None:
-        self.app.send_task(FIRE_TASK, args=[dag_id, fire.tick.isoformat(), epoch, fire.trigger],
-                           queue=self.settings.default_queue, producer=self.producer,
-                           ignore_result=True)
-        log.debug("beat: fired DAG %s tick %s (%s, epoch %d)", dag_id, fire.tick.isoformat(),
-                 fire.trigger, epoch, extra={"dag_id": dag_id})
+    def _send(self, fires: Sequence[tuple[str, Fire]], epoch: int) -> None:
+        payload = [[dag_id, f.tick.isoformat(), f.trigger] for dag_id, f in fires]
+        self.app.send_task(
+            FIRE_BATCH_TASK,
+            args=[payload, epoch],
+            queue=self.settings.default_queue,
+            producer=self.producer,
+            ignore_result=True,
+        )
+        if log.isEnabledFor(logging.DEBUG):
+            for dag_id, tick, trigger in payload:
+                log.debug(
+                    "beat: fired DAG %s tick %s (%s, epoch %d)",
+                    dag_id,
+                    tick,
+                    trigger,
+                    epoch,
+                    extra={"dag_id": dag_id},
+                )
+
+    def _newest_epoch(self) -> int:
+        runs = self._runtime().store.list_dag_runs(limit=1)
+        return int(runs[0].leader_epoch or 0) if runs else 0
 
     def _runtime(self) -> Any:
         from beatflow.execution.runtime import runtime_of
 
         return runtime_of(self.app)
-

@@ -17,10 +17,15 @@ from beatflow.scheduler import keys
 
 log = logging.getLogger(__name__)
 
-# KEYS: lock, epoch, leader; ARGV: token, ttl ms, instance, now (unix s)
+# KEYS: lock, epoch, leader; ARGV: token, ttl ms, instance, now (unix s), epoch floor
 _ACQUIRE = """
 if redis.call('set', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
   local epoch = redis.call('incr', KEYS[2])
+  local floor = tonumber(ARGV[5])
+  if epoch <= floor then
+    epoch = floor + 1
+    redis.call('set', KEYS[2], epoch)
+  end
   local value = cjson.encode({instance=ARGV[3], epoch=epoch, since=tonumber(ARGV[4])})
   redis.call('set', KEYS[3], value, 'PX', ARGV[2])
   return epoch
@@ -55,8 +60,15 @@ class LeaderElection:
     confirmed lease (R5).
     """
 
-    def __init__(self, client: redis.Redis, *, instance: str, ttl: float, renew_every: float,
-                 on_change: Callable[[bool, int], None] | None = None) -> None:
+    def __init__(
+        self,
+        client: redis.Redis,
+        *,
+        instance: str,
+        ttl: float,
+        renew_every: float,
+        on_change: Callable[[bool, int], None] | None = None,
+    ) -> None:
         self.client = client
         self.instance = instance
         self.ttl = ttl
@@ -64,6 +76,9 @@ class LeaderElection:
         self.on_change = on_change
         self.token = ""
         self.epoch = 0
+        # the highest epoch the results DB has seen: keeps epochs growing even when Redis
+        # restarts empty (the scheduler refreshes it)
+        self.epoch_floor = 0
         self.gained = threading.Event()  # set on every acquisition (the tick loop waits on it)
         self._valid_until = 0.0
         self._leader = False
@@ -92,8 +107,7 @@ class LeaderElection:
 
     def start(self) -> None:
         self.step()  # first attempt synchronously: a lone beat leads from its first tick
-        self._thread = threading.Thread(target=self._run, name="beatflow-beat-lease",
-                                        daemon=True)
+        self._thread = threading.Thread(target=self._run, name="beatflow-beat-lease", daemon=True)
         self._thread.start()
 
     def stop(self, *, release: bool = True) -> None:
@@ -109,8 +123,12 @@ class LeaderElection:
                 if self._release(keys=[keys.LOCK, keys.LEADER], args=[token]):
                     log.info("beat %s released the lock (epoch %d)", self.instance, self.epoch)
             except redis.RedisError as exc:
-                log.warning("beat %s could not release the lock (%s); it expires in %.1fs",
-                            self.instance, exc, self.ttl)
+                log.warning(
+                    "beat %s could not release the lock (%s); it expires in %.1fs",
+                    self.instance,
+                    exc,
+                    self.ttl,
+                )
         with contextlib.suppress(redis.RedisError):
             self.client.delete(keys.replica_key(self.instance))
 
@@ -131,8 +149,18 @@ class LeaderElection:
                     self._step_down("the lock is held by another beat or expired")
             else:
                 token = uuid.uuid4().hex
-                epoch = int(self._acquire(keys=[keys.LOCK, keys.EPOCH, keys.LEADER],
-                                          args=[token, ttl_ms, self.instance, time.time()]))
+                epoch = int(
+                    self._acquire(
+                        keys=[keys.LOCK, keys.EPOCH, keys.LEADER],
+                        args=[
+                            token,
+                            ttl_ms,
+                            self.instance,
+                            time.time(),
+                            max(self.epoch_floor, self.epoch),
+                        ],
+                    )
+                )
                 if epoch:
                     with self._mutex:
                         self.token, self.epoch, self._leader = token, epoch, True
@@ -148,8 +176,12 @@ class LeaderElection:
         except redis.RedisError as exc:
             if not self._redis_down:
                 self._redis_down = True
-                log.warning("beat %s cannot reach Redis (%s); retrying every %.1fs",
-                            self.instance, exc, self.renew_every)
+                log.warning(
+                    "beat %s cannot reach Redis (%s); retrying every %.1fs",
+                    self.instance,
+                    exc,
+                    self.renew_every,
+                )
             if self._leader and time.monotonic() >= self._valid_until:
                 self._step_down("the lease ran out while Redis was unreachable")
         except Exception:  # noqa: BLE001 - the election thread must outlive any surprise
@@ -164,13 +196,23 @@ class LeaderElection:
         with self._mutex:
             was, self._leader = self._leader, False
         if was:
-            log.warning("beat %s lost the lock (%s): stepping down to follower, epoch %d",
-                        self.instance, why, self.epoch)
+            log.warning(
+                "beat %s lost the lock (%s): stepping down to follower, epoch %d",
+                self.instance,
+                why,
+                self.epoch,
+            )
             if self.on_change is not None:
                 self.on_change(False, self.epoch)
 
     def _heartbeat(self) -> None:
         role = "leader" if self.is_leader() else "follower"
-        value = json.dumps({"instance": self.instance, "role": role, "epoch": self.epoch,
-                            "seen": round(time.time(), 3)})
+        value = json.dumps(
+            {
+                "instance": self.instance,
+                "role": role,
+                "epoch": self.epoch,
+                "seen": round(time.time(), 3),
+            }
+        )
         self.client.set(keys.replica_key(self.instance), value, px=int(self.ttl * 3000))

@@ -17,7 +17,7 @@ def entry_key(dag_id: str) -> str:
 
 
 def dag_id_of(entry: str) -> str:
-    return entry[len(ENTRY_PREFIX):] if entry.startswith(ENTRY_PREFIX) else entry
+    return entry[len(ENTRY_PREFIX) :] if entry.startswith(ENTRY_PREFIX) else entry
 
 
 def replica_key(instance: str) -> str:

@@ -30,8 +30,9 @@ class ScheduleSpec:
     def from_dag(cls, dag: DAG) -> ScheduleSpec | None:
         if dag.schedule is None:
             return None
-        return cls(dag.dag_id, dag.schedule, dag.start_date, dag.end_date, dag.catchup,
-                   dag.max_active_runs)
+        return cls(
+            dag.dag_id, dag.schedule, dag.start_date, dag.end_date, dag.catchup, dag.max_active_runs
+        )
 
     def definition(self) -> dict[str, object]:
         s = self.schedule
@@ -69,8 +70,15 @@ class Plan:
     next_due: datetime | None  # when to look at this DAG again; None: the schedule has ended
 
 
-def plan_fires(spec: ScheduleSpec, watermark: datetime | None, now: datetime, *,
-               failover_grace: timedelta, catchup_window: timedelta, limit: int) -> Plan:
+def plan_fires(
+    spec: ScheduleSpec,
+    watermark: datetime | None,
+    now: datetime,
+    *,
+    failover_grace: timedelta,
+    catchup_window: timedelta,
+    limit: int,
+) -> Plan:
     """The ticks of ``spec`` to fire at ``now`` given the tick fired last (``watermark``).
 
     - Ticks after ``end_date`` or before ``start_date`` never fire.

@@ -45,9 +45,18 @@ def read_status(client: redis.Redis, *, limit: int = 10) -> BeatStatus:
         dag_id = keys.dag_id_of(entry)
         definition = client.hget(entry, "definition")
         schedule = json.loads(definition).get("schedule") if definition else None
-        due.append({"dag_id": dag_id, "schedule": schedule,
-                    "due_at": datetime.fromtimestamp(float(score), UTC).isoformat()})
+        due.append(
+            {
+                "dag_id": dag_id,
+                "schedule": schedule,
+                "due_at": datetime.fromtimestamp(float(score), UTC).isoformat(),
+            }
+        )
     return BeatStatus(
         leader=json.loads(leader_raw) if leader_raw else None,
         lock_ttl_seconds=None if int(pttl) < 0 else int(pttl) / 1000,
-        epoch=int(epoch or 0), replicas=replicas, next_due=due, entries=int(total))
+        epoch=int(epoch or 0),
+        replicas=replicas,
+        next_due=due,
+        entries=int(total),
+    )

@@ -38,8 +38,9 @@ def specs_of(bag: DagBag) -> dict[str, ScheduleSpec]:
     return out
 
 
-def write_entries(client: redis.Redis, token: str, specs: Mapping[str, ScheduleSpec],
-                  now: datetime) -> SyncResult:
+def write_entries(
+    client: redis.Redis, token: str, specs: Mapping[str, ScheduleSpec], now: datetime
+) -> SyncResult:
     """Make Redis hold exactly ``specs``: new and changed entries are written and due at once
     (the planner then applies the watermark and the catch-up rules), gone ones are removed.
     Watermarks are kept, so a DAG whose module breaks and comes back does not fire twice."""
@@ -70,9 +71,16 @@ def write_entries(client: redis.Redis, token: str, specs: Mapping[str, ScheduleS
         except redis.WatchError:
             return SyncResult(0, 0, unchanged, False)
     for spec in changed:
-        log.info("beat: schedule of DAG %s synced: %s", spec.dag_id, spec.schedule.describe(),
-                 extra={"dag_id": spec.dag_id})
+        log.info(
+            "beat: schedule of DAG %s synced: %s",
+            spec.dag_id,
+            spec.schedule.describe(),
+            extra={"dag_id": spec.dag_id},
+        )
     for dag_id in removed:
-        log.info("beat: DAG %s is no longer loaded: its schedule entry is removed", dag_id,
-                 extra={"dag_id": dag_id})
+        log.info(
+            "beat: DAG %s is no longer loaded: its schedule entry is removed",
+            dag_id,
+            extra={"dag_id": dag_id},
+        )
     return SyncResult(len(changed), len(removed), unchanged, True)

@@ -1,5 +1,7 @@
-"""The Celery task a beat fire becomes on a worker: ``beatflow.fire_schedule`` turns one tick of
-one DAG into a DAG run whose id derives from the tick, so any number of fires make one run."""
+"""The Celery tasks beat fires become on a worker: ``beatflow.fire_schedules`` (what the beat
+sends: a batch of ``[dag_id, logical_date, trigger]`` and the leader epoch) and
+``beatflow.fire_schedule`` (one tick) turn ticks into DAG runs whose ids derive from the tick,
+so any number of fires of one tick make one run."""
 
 from __future__ import annotations
 
@@ -14,25 +16,49 @@ from beatflow.errors import DagNotFoundError, StoreUnavailableError
 log = logging.getLogger(__name__)
 
 FIRE_TASK = "beatflow.fire_schedule"
+FIRE_BATCH_TASK = "beatflow.fire_schedules"
 FIRE_TRIGGERS = frozenset({"scheduled", "catchup"})
 
 
 def register(app: Celery) -> None:
     """Register beatflow's scheduler tasks on ``app``."""
 
-    @app.task(name=FIRE_TASK, bind=True, acks_late=True, ignore_result=True, shared=False,
-              max_retries=None)  # type: ignore[untyped-decorator]
-    def fire_schedule(self: CeleryTask, dag_id: str, logical_date: str, leader_epoch: int,
-                      trigger: str = "scheduled") -> str | None:
+    @app.task(
+        name=FIRE_TASK,
+        bind=True,
+        acks_late=True,
+        ignore_result=True,
+        shared=False,
+        max_retries=None,
+    )  # type: ignore[untyped-decorator]
+    def fire_schedule(
+        self: CeleryTask,
+        dag_id: str,
+        logical_date: str,
+        leader_epoch: int,
+        trigger: str = "scheduled",
+    ) -> str | None:
         try:
             return fire(self.app, dag_id, logical_date, leader_epoch, trigger)
         except StoreUnavailableError as exc:
             delay = min(60, 2 ** min(self.request.retries, 6))
             raise self.retry(countdown=delay, exc=exc) from exc
 
+    @app.task(name=FIRE_BATCH_TASK, bind=True, acks_late=True, ignore_result=True)  # type: ignore[untyped-decorator]
+    def fire_schedules(self: CeleryTask, fires: list[list[str]], leader_epoch: int) -> int:
+        created = 0
+        try:
+            for dag_id, logical_date, trigger in fires:
+                created += fire(self.app, dag_id, logical_date, leader_epoch, trigger) is not None
+        except StoreUnavailableError as exc:  # the whole batch again: each fire is idempotent
+            delay = min(60, 2 ** min(self.request.retries, 6))
+            raise self.retry(countdown=delay, max_retries=None, exc=exc) from exc
+        return created
 
-def fire(app: Celery, dag_id: str, logical_date: str, leader_epoch: int,
-         trigger: str = "scheduled") -> str | None:
+
+def fire(
+    app: Celery, dag_id: str, logical_date: str, leader_epoch: int, trigger: str = "scheduled"
+) -> str | None:
     """Create (or find) the DAG run of one tick; None when the DAG is paused or unknown here."""
     from beatflow.execution.runtime import runtime_of
     from beatflow.runs import make_run_id, trigger_dag
@@ -43,15 +69,26 @@ def fire(app: Celery, dag_id: str, logical_date: str, leader_epoch: int,
     if trigger not in FIRE_TRIGGERS:
         trigger = "scheduled"
     if runtime.store.is_paused(dag_id):
-        log.info("DAG %s is paused: tick %s not run", dag_id, logical_date,
-                 extra={"dag_id": dag_id})
+        log.info(
+            "DAG %s is paused: tick %s not run", dag_id, logical_date, extra={"dag_id": dag_id}
+        )
         return None
     try:
-        record = trigger_dag(app, dag_id, run_id=make_run_id("scheduled", tick), logical_date=tick,
-                             trigger=trigger, leader_epoch=leader_epoch)
+        record = trigger_dag(
+            app,
+            dag_id,
+            run_id=make_run_id("scheduled", tick),
+            logical_date=tick,
+            trigger=trigger,
+            leader_epoch=leader_epoch,
+        )
     except DagNotFoundError:
-        log.error("DAG %s is scheduled but not loaded on this worker (tick %s dropped); "
-                  "restart the workers after adding DAGs", dag_id, logical_date,
-                  extra={"dag_id": dag_id})
+        log.error(
+            "DAG %s is scheduled but not loaded on this worker (tick %s dropped); "
+            "restart the workers after adding DAGs",
+            dag_id,
+            logical_date,
+            extra={"dag_id": dag_id},
+        )
         return None
     return record.run_id

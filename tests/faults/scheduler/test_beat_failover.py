@@ -19,14 +19,16 @@ pytestmark = pytest.mark.slow
 
 
 @pytest.fixture
-def cluster(redis_url: str, make_postgres_db: Callable[[], str],
-            tmp_path: Path) -> Iterator[BeatCluster]:
+def cluster(
+    redis_url: str, make_postgres_db: Callable[[], str], tmp_path: Path
+) -> Iterator[BeatCluster]:
     with beat_cluster(tmp_path, redis_url, make_postgres_db()) as c:
         yield c
 
 
 def test_sigkilled_leaders_are_replaced_within_seconds_and_every_gap_tick_runs_once(
-        cluster: BeatCluster) -> None:
+    cluster: BeatCluster,
+) -> None:
     dag = "beat_every_second"
     cluster.write_dag(dag)
     cluster.start_worker()
@@ -36,17 +38,22 @@ def test_sigkilled_leaders_are_replaced_within_seconds_and_every_gap_tick_runs_o
     cluster.wait_runs(dag, 3)
     takeovers = []
     for i in range(3):
-        proc = next(b for b in cluster.beats if b.name == leader and b.popen
-                    and b.popen.poll() is None)
+        proc = next(
+            b for b in cluster.beats if b.name == leader and b.popen and b.popen.poll() is None
+        )
         killed_at = time.time()
         proc.signal(signal.SIGKILL)
         alive = {b.name for b in cluster.beats if b.popen and b.popen.poll() is None}
         leader = cluster.wait_leader(alive - {proc.name}, timeout=10)
         # the first tick due after the kill has a DAG run
         next_tick = int(killed_at) + 1
-        wait_for(lambda t=next_tick: any(  # type: ignore[misc]
-            r.logical_date and r.logical_date.timestamp() == t for r in cluster.runs(dag)),
-            timeout=10, message="the next due tick's run")
+        wait_for(
+            lambda t=next_tick: any(  # type: ignore[misc]
+                r.logical_date and r.logical_date.timestamp() == t for r in cluster.runs(dag)
+            ),
+            timeout=10,
+            message="the next due tick's run",
+        )
         takeovers.append(time.time() - killed_at)
         cluster.start_beat(f"r{i + 2}")  # a fresh standby, as a Deployment would restart it
         cluster.wait_runs(dag, len(cluster.runs(dag)) + 2)
@@ -58,7 +65,8 @@ def test_sigkilled_leaders_are_replaced_within_seconds_and_every_gap_tick_runs_o
 
 
 def test_scheduling_resumes_after_redis_restarts_under_a_running_beat(
-        make_postgres_db: Callable[[], str], tmp_path: Path) -> None:
+    make_postgres_db: Callable[[], str], tmp_path: Path
+) -> None:
     server = services.start_redis_server()
     try:
         with beat_cluster(tmp_path, server.url, make_postgres_db()) as cluster:
@@ -69,22 +77,36 @@ def test_scheduling_resumes_after_redis_restarts_under_a_running_beat(
             cluster.wait_leader()
             cluster.wait_runs(dag, 3)
             server.stop()  # Redis goes away and comes back empty (no persistence here)
-            wait_for(lambda: "cannot reach Redis" in beat.log(), timeout=10,
-                     message="the beat to notice Redis is down")
+            wait_for(
+                lambda: "cannot reach Redis" in beat.log(),
+                timeout=10,
+                message="the beat to notice Redis is down",
+            )
             server.start()
-            worker = cluster.worker
-            assert worker is not None and worker.popen is not None
-            if worker.popen.poll() is not None:
-                # The *worker* (not the beat) sometimes dies here: kombu 5.7's Redis transport
-                # hits AttributeError in _connparams while restoring unacked messages on
-                # connection loss ("Unrecoverable error"); a Deployment would restart it.
-                cluster.start_worker()
             before = len(cluster.runs(dag))
             cluster.wait_leader(timeout=20)
-            cluster.wait_runs(dag, before + 5, timeout=40)
+
+            def resumed() -> bool:
+                worker = cluster.worker
+                assert worker is not None and worker.popen is not None
+                if worker.popen.poll() is not None:
+                    # The *worker* (not the beat) sometimes dies here: kombu 5.7's Redis
+                    # transport hits AttributeError in _connparams while restoring unacked
+                    # messages on connection loss ("Unrecoverable error"). A Deployment would
+                    # restart it; so do we.
+                    cluster.start_worker()
+                return len(cluster.runs(dag)) >= before + 5
+
+            wait_for(resumed, timeout=40, message="DAG runs after the Redis restart")
             assert beat.popen is not None and beat.popen.poll() is None, cluster.logs()
             per_date = cluster.runs_per_logical_date(dag)
             assert max(per_date.values()) == 1, "a tick made two DAG runs"
             assert "reached Redis again" in beat.log()
+            # the epoch counter was lost with Redis's data, yet epochs only grow
+            epochs = [
+                r.leader_epoch or 0
+                for r in sorted(cluster.runs(dag), key=lambda r: r.logical_date or 0)
+            ]
+            assert epochs == sorted(epochs) and epochs[-1] >= 2, epochs
     finally:
         server.close()

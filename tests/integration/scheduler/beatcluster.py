@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import sys
 import textwrap
+import time
 import uuid
 from collections import Counter
 from collections.abc import Iterator
@@ -14,6 +15,7 @@ from datetime import datetime
 from pathlib import Path
 
 import redis
+from kombu.exceptions import OperationalError
 
 from beatflow.app import create_app
 from beatflow.scheduler.status import BeatStatus, read_status
@@ -21,7 +23,7 @@ from beatflow.settings import Settings
 from beatflow.store import DagRunRecord, Store
 from tests import procs
 
-SECOND_DAG = '''
+SECOND_DAG = """
 from datetime import timedelta
 from beatflow import DAG, task
 
@@ -31,13 +33,15 @@ def noop() -> int:
 
 with DAG({dag_id!r}, schedule={schedule}, catchup={catchup}, max_active_runs=10000{extra}):
     noop()
-'''
+"""
 
 
-def dag_source(dag_id: str, schedule: str = "timedelta(seconds=1)", catchup: bool = False,
-               extra: str = "") -> str:
-    return textwrap.dedent(SECOND_DAG.format(dag_id=dag_id, schedule=schedule, catchup=catchup,
-                                             extra=extra))
+def dag_source(
+    dag_id: str, schedule: str = "timedelta(seconds=1)", catchup: bool = False, extra: str = ""
+) -> str:
+    return textwrap.dedent(
+        SECOND_DAG.format(dag_id=dag_id, schedule=schedule, catchup=catchup, extra=extra)
+    )
 
 
 @dataclass
@@ -67,19 +71,29 @@ class BeatCluster:
         self.clock_file.write_text(str(current + seconds))
 
     def start_worker(self) -> procs.Proc:
-        app = create_app(self.settings, load_dags=False)
-        try:
-            self.worker = procs.celery_worker(self.tmp, self.env, queues=self.settings.queues[0],
-                                              concurrency=2).start()
-            procs.wait_worker_ready(app, self.worker)
-        finally:
-            app.close()
-        return self.worker
+        self.worker = procs.celery_worker(
+            self.tmp, self.env, queues=self.settings.queues[0], concurrency=2
+        ).start()
+        deadline = time.monotonic() + 60
+        while True:
+            # a fresh app per attempt: a pooled connection may predate a Redis restart
+            app = create_app(self.settings, load_dags=False)
+            try:
+                procs.wait_worker_ready(
+                    app, self.worker, timeout=max(1.0, deadline - time.monotonic())
+                )
+                return self.worker
+            except (redis.ConnectionError, OSError, OperationalError):
+                if time.monotonic() > deadline:
+                    raise
+            finally:
+                app.close()
 
     def start_beat(self, name: str, **extra_env: str) -> procs.Proc:
         argv = [sys.executable, "-m", "celery", "-A", "beatflow", "beat", "-l", "info"]
-        env = procs.beatflow_env({**self.env, "BEATFLOW_INSTANCE": name,
-                                  "BEATFLOW_LOG_FORMAT": "text", **extra_env})
+        env = procs.beatflow_env(
+            {**self.env, "BEATFLOW_INSTANCE": name, "BEATFLOW_LOG_FORMAT": "text", **extra_env}
+        )
         beat = procs.Proc(argv, env, self.tmp / f"beat-{name}.log", name=name).start()
         self.beats.append(beat)
         return beat
@@ -106,8 +120,11 @@ class BeatCluster:
 
     def wait_runs(self, dag_id: str, n: int, timeout: float = 30.0) -> list[DagRunRecord]:
         try:
-            procs.wait_for(lambda: len(self.runs(dag_id)) >= n, timeout=timeout,
-                           message=f"{n} DAG runs of {dag_id}")
+            procs.wait_for(
+                lambda: len(self.runs(dag_id)) >= n,
+                timeout=timeout,
+                message=f"{n} DAG runs of {dag_id}",
+            )
         except TimeoutError as exc:
             raise TimeoutError(f"{exc}; {len(self.runs(dag_id))} so far\n{self.logs()}") from None
         return self.runs(dag_id)
@@ -129,10 +146,16 @@ class BeatCluster:
 def beat_cluster(tmp: Path, redis_url: str, database_url: str, **env: str) -> Iterator[BeatCluster]:
     (tmp / "dags").mkdir(parents=True, exist_ok=True)
     queue = f"q{uuid.uuid4().hex[:6]}"
-    full_env = {"BEATFLOW_BROKER_URL": redis_url, "BEATFLOW_DATABASE_URL": database_url,
-                "BEATFLOW_DAGS_FOLDER": str(tmp / "dags"), "BEATFLOW_QUEUES": queue,
-                "BEATFLOW_LEASE_SECONDS": "5", "BEATFLOW_SCHEDULE_SYNC_INTERVAL": "1",
-                "BEATFLOW_TEST_CLOCK_FILE": str(tmp / "clock-offset"), **env}
+    full_env = {
+        "BEATFLOW_BROKER_URL": redis_url,
+        "BEATFLOW_DATABASE_URL": database_url,
+        "BEATFLOW_DAGS_FOLDER": str(tmp / "dags"),
+        "BEATFLOW_QUEUES": queue,
+        "BEATFLOW_LEASE_SECONDS": "5",
+        "BEATFLOW_SCHEDULE_SYNC_INTERVAL": "1",
+        "BEATFLOW_TEST_CLOCK_FILE": str(tmp / "clock-offset"),
+        **env,
+    }
     settings = Settings.from_env(full_env)
     store = Store.from_settings(settings)
     store.upgrade()

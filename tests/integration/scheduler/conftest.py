@@ -11,7 +11,8 @@ from tests.integration.scheduler.beatcluster import BeatCluster, beat_cluster
 
 
 @pytest.fixture
-def cluster(redis_url: str, make_postgres_db: Callable[[], str],
-            tmp_path: Path) -> Iterator[BeatCluster]:
+def cluster(
+    redis_url: str, make_postgres_db: Callable[[], str], tmp_path: Path
+) -> Iterator[BeatCluster]:
     with beat_cluster(tmp_path, redis_url, make_postgres_db()) as c:
         yield c

@@ -21,14 +21,16 @@ def assert_every_tick_once(cluster: BeatCluster, dag_id: str, step: float = 1.0)
     doubles = {d: n for d, n in per_date.items() if n > 1}
     assert not doubles, f"ticks with more than one DAG run: {doubles}\n{cluster.logs()}"
     dates = sorted(per_date)
-    gaps = [(a, b) for a, b in zip(dates, dates[1:], strict=False)
-            if (b - a).total_seconds() != step]
+    gaps = [
+        (a, b) for a, b in zip(dates, dates[1:], strict=False) if (b - a).total_seconds() != step
+    ]
     assert not gaps, f"ticks lost between: {gaps}\n{cluster.logs()}"
     return dates
 
 
 def test_two_replicas_fire_every_tick_exactly_once_and_only_the_leader_fires(
-        cluster: BeatCluster) -> None:
+    cluster: BeatCluster,
+) -> None:
     cluster.write_dag("beat_every_second")
     cluster.start_worker()
     cluster.start_beat("a")
@@ -45,7 +47,8 @@ def test_two_replicas_fire_every_tick_exactly_once_and_only_the_leader_fires(
 
 
 def test_sigterm_releases_the_lock_at_once_and_the_standby_takes_over_within_a_loop_interval(
-        cluster: BeatCluster) -> None:
+    cluster: BeatCluster,
+) -> None:
     cluster.write_dag("beat_every_second")
     cluster.start_worker()
     cluster.start_beat("a")
@@ -69,7 +72,8 @@ def test_sigterm_releases_the_lock_at_once_and_the_standby_takes_over_within_a_l
 
 @pytest.mark.parametrize("catchup", [True, False])
 def test_a_beat_outage_is_caught_up_oldest_first_or_only_the_latest_tick_without_catchup(
-        cluster: BeatCluster, catchup: bool) -> None:
+    cluster: BeatCluster, catchup: bool
+) -> None:
     cluster.write_dag("beat_minutely", schedule="timedelta(minutes=1)", catchup=catchup)
     cluster.start_worker()
     beat = cluster.start_beat("a")
@@ -87,13 +91,17 @@ def test_a_beat_outage_is_caught_up_oldest_first_or_only_the_latest_tick_without
         assert [r.logical_date for r in caught] == dates[1:5]  # oldest first
     else:
         assert dates == [first.logical_date, first.logical_date + timedelta(minutes=5)]
-    wait_for(lambda: cluster.client.hget(keys.WATERMARK, "beat_minutely") == dates[-1]
-             .isoformat(), timeout=10, message="the watermark to reach the last tick")
+    wait_for(
+        lambda: cluster.client.hget(keys.WATERMARK, "beat_minutely") == dates[-1].isoformat(),
+        timeout=10,
+        message="the watermark to reach the last tick",
+    )
     assert len(cluster.runs("beat_minutely")) == expected
 
 
 def test_pause_stops_every_replica_survives_a_restart_and_unpause_resumes(
-        cluster: BeatCluster) -> None:
+    cluster: BeatCluster,
+) -> None:
     cluster.write_dag("beat_every_second")
     cluster.start_worker()
     cluster.start_beat("a")
@@ -109,10 +117,19 @@ def test_pause_stops_every_replica_survives_a_restart_and_unpause_resumes(
     cluster.start_beat("d")
     cluster.wait_leader({"c", "d"})
     # the new leader has looked at the entry at least three ticks after the pause
-    wait_for(lambda: (cluster.client.zscore(keys.SCHEDULE, keys.entry_key("beat_every_second"))
-                      or 0) > paused_at + 3, timeout=15, message="three paused ticks")
-    during = [r for r in cluster.runs("beat_every_second")
-              if r.logical_date and r.logical_date.timestamp() > paused_at + 0.5]
+    wait_for(
+        lambda: (
+            (cluster.client.zscore(keys.SCHEDULE, keys.entry_key("beat_every_second")) or 0)
+            > paused_at + 3
+        ),
+        timeout=15,
+        message="three paused ticks",
+    )
+    during = [
+        r
+        for r in cluster.runs("beat_every_second")
+        if r.logical_date and r.logical_date.timestamp() > paused_at + 0.5
+    ]
     assert during == [], f"runs fired while paused: {[r.run_id for r in during]}"
     count = len(cluster.runs("beat_every_second"))
     cluster.store.set_paused("beat_every_second", False)
@@ -122,7 +139,8 @@ def test_pause_stops_every_replica_survives_a_restart_and_unpause_resumes(
 
 
 def test_schedule_sync_reflects_new_changed_deleted_and_broken_dags_without_a_restart(
-        cluster: BeatCluster) -> None:
+    cluster: BeatCluster,
+) -> None:
     cluster.write_dag("beat_sync_a", schedule="timedelta(seconds=30)")
     beat = cluster.start_beat("a")
     cluster.wait_leader()
@@ -135,8 +153,11 @@ def test_schedule_sync_reflects_new_changed_deleted_and_broken_dags_without_a_re
     wait_for(lambda: definition("beat_sync_b"), timeout=10, message="entry of a new DAG")
     assert "Asia/Tokyo" in (definition("beat_sync_b") or "")
     cluster.write_dag("beat_sync_a", schedule="timedelta(seconds=45)")
-    wait_for(lambda: "0:00:45" in (definition("beat_sync_a") or ""), timeout=10,
-             message="the changed schedule")
+    wait_for(
+        lambda: "0:00:45" in (definition("beat_sync_a") or ""),
+        timeout=10,
+        message="the changed schedule",
+    )
     (cluster.dags / "beat_sync_b.py").unlink()
     wait_for(lambda: definition("beat_sync_b") is None, timeout=10, message="deleted entry")
     assert cluster.client.zscore(keys.SCHEDULE, keys.entry_key("beat_sync_b")) is None

@@ -32,7 +32,8 @@ def election(client: redis.Redis, name: str) -> LeaderElection:
 
 
 def test_exactly_one_of_two_replicas_leads_and_the_epoch_counts_acquisitions(
-        client: redis.Redis) -> None:
+    client: redis.Redis,
+) -> None:
     a, b = election(client, "a"), election(client, "b")
     a.start()
     b.start()
@@ -50,7 +51,8 @@ def test_exactly_one_of_two_replicas_leads_and_the_epoch_counts_acquisitions(
 
 
 def test_a_released_lock_is_taken_by_the_standby_within_one_renew_interval(
-        client: redis.Redis) -> None:
+    client: redis.Redis,
+) -> None:
     a, b = election(client, "a"), election(client, "b")
     a.start()
     b.start()
@@ -64,8 +66,7 @@ def test_a_released_lock_is_taken_by_the_standby_within_one_renew_interval(
         b.stop()
 
 
-def test_a_leader_that_loses_the_lock_steps_down_and_keeps_competing(
-        client: redis.Redis) -> None:
+def test_a_leader_that_loses_the_lock_steps_down_and_keeps_competing(client: redis.Redis) -> None:
     a = election(client, "a")
     a.start()
     try:
@@ -80,8 +81,9 @@ def test_a_leader_that_loses_the_lock_steps_down_and_keeps_competing(
 
 
 def test_only_the_lock_holder_writes_schedule_entries(client: redis.Redis) -> None:
-    spec = ScheduleSpec("d1", Schedule.parse(timedelta(seconds=5), Schedule().timezone), None,
-                        None, False, 1)
+    spec = ScheduleSpec(
+        "d1", Schedule.parse(timedelta(seconds=5), Schedule().timezone), None, None, False, 1
+    )
     now = datetime.now(UTC)
     client.set(keys.LOCK, "leader-token", px=5000)
     assert not write_entries(client, "stale-token", {"d1": spec}, now).applied
@@ -106,3 +108,19 @@ def test_an_evicting_redis_policy_is_reported_with_the_fix() -> None:
         c.close()
     finally:
         server.close()
+
+
+def test_epochs_keep_growing_when_redis_loses_the_epoch_counter(client: redis.Redis) -> None:
+    a = election(client, "a")
+    a.epoch_floor = 41  # the newest DAG run in the results DB was fired by epoch 41
+    a.start()
+    try:
+        assert a.epoch == 42
+        client.flushdb()  # Redis restarted empty: lock and counter gone
+        wait_for(
+            lambda: a.is_leader() and a.epoch == 43,
+            timeout=5,
+            message="a to lead again with epoch 43",
+        )
+    finally:
+        a.stop()

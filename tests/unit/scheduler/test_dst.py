@@ -15,16 +15,18 @@ DAILY = Schedule.parse("30 2 * * *", BERLIN)
 
 def test_a_daily_0230_job_runs_once_on_the_spring_forward_day_at_0330_local() -> None:
     # 2026-03-29: clocks jump 02:00 -> 03:00 in Berlin; 02:30 does not exist that night.
-    ticks = list(DAILY.ticks(datetime(2026, 3, 27, 12, tzinfo=UTC),
-                             datetime(2026, 3, 31, 12, tzinfo=UTC)))
+    ticks = list(
+        DAILY.ticks(datetime(2026, 3, 27, 12, tzinfo=UTC), datetime(2026, 3, 31, 12, tzinfo=UTC))
+    )
     local = [t.astimezone(BERLIN).strftime("%m-%d %H:%M") for t in ticks]
     assert local == ["03-28 02:30", "03-29 03:30", "03-30 02:30", "03-31 02:30"]
 
 
 def test_a_daily_0230_job_runs_once_on_the_fall_back_day_at_its_first_occurrence() -> None:
     # 2026-10-25: clocks go back 03:00 -> 02:00; 02:30 happens twice (CEST, then CET).
-    ticks = list(DAILY.ticks(datetime(2026, 10, 23, 12, tzinfo=UTC),
-                             datetime(2026, 10, 27, 12, tzinfo=UTC)))
+    ticks = list(
+        DAILY.ticks(datetime(2026, 10, 23, 12, tzinfo=UTC), datetime(2026, 10, 27, 12, tzinfo=UTC))
+    )
     assert [t.astimezone(BERLIN).day for t in ticks] == [24, 25, 26, 27]
     fall_back = ticks[1]
     assert fall_back == datetime(2026, 10, 25, 0, 30, tzinfo=UTC)  # 02:30 CEST (+02:00)
@@ -37,8 +39,14 @@ def run_clock(start: datetime, end: datetime, step: timedelta) -> list[datetime]
     fired: list[datetime] = []
     now = start
     while now <= end:
-        plan = plan_fires(spec, watermark, now, failover_grace=timedelta(seconds=10),
-                          catchup_window=timedelta(days=1), limit=100)
+        plan = plan_fires(
+            spec,
+            watermark,
+            now,
+            failover_grace=timedelta(seconds=10),
+            catchup_window=timedelta(days=1),
+            limit=100,
+        )
         fired += [f.tick for f in plan.fires]
         watermark = plan.watermark
         now += step
