@@ -169,9 +169,10 @@ def main() -> None:
             ("1 -> 100 -> 1", raw_fan(100), bf("b_fan100"), args.repeat),
             ("1 -> 1,000 -> 1", raw_fan(1000), bf("b_fan1000"), max(1, args.repeat // 2)),
         ]:
-            raw_t = statistics.median(timed(raw_fn, rep))
-            bf_t = statistics.median(timed(bf_fn, rep))
-            rows.append((label, raw_t, bf_t))
+            raw_all, bf_all = timed(raw_fn, rep), timed(bf_fn, rep)
+            print(f"{label}: raw {[round(x * 1000, 1) for x in raw_all]} ms, "
+                  f"beatflow {[round(x * 1000, 1) for x in bf_all]} ms", flush=True)
+            rows.append((label, statistics.median(raw_all), statistics.median(bf_all)))
         r.delete("bench:max_message")
         rss_before = tree_rss(worker.pid)
         raw_big = timed(raw_fan(args.big), 1)[0]

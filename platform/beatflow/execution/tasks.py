@@ -7,7 +7,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from celery import Celery
+from celery import Celery, signals
 from celery import Task as CeleryTask
 
 from beatflow.dag.compile import (
@@ -22,7 +22,7 @@ from beatflow.dag.compile import (
 from beatflow.dag.loader import DagBag
 from beatflow.dag.model import DAG, TaskSpec
 from beatflow.dag.plan import at_path
-from beatflow.errors import StoreUnavailableError
+from beatflow.errors import BeatflowError, StoreUnavailableError
 from beatflow.execution import node
 from beatflow.execution.runtime import Runtime, runtime_of
 from beatflow.scheduler import tasks as scheduler_tasks
@@ -39,6 +39,16 @@ def install(app: Celery, settings: Settings, *, load_dags: bool = True) -> Runti
     scheduler_tasks.register(app)
     if load_dags:
         register_dag_tasks(app, runtime.dagbag)
+
+    @signals.worker_process_init.connect(weak=False)  # type: ignore[untyped-decorator]
+    def _warm_up(**_: Any) -> None:
+        # Connect each pool process to the results DB (and check its schema) before its first
+        # task, so the first task run does not pay for it; a DB that is down now is retried then.
+        try:
+            runtime.store  # noqa: B018 - connects and checks the schema
+        except BeatflowError as exc:
+            log.warning("results database not reachable at worker start: %s", exc)
+
     return runtime
 
 
