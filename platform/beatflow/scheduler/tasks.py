@@ -44,7 +44,10 @@ def register(app: Celery) -> None:
             delay = min(60, 2 ** min(self.request.retries, 6))
             raise self.retry(countdown=delay, exc=exc) from exc
 
-    @app.task(name=FIRE_BATCH_TASK, bind=True, acks_late=True, ignore_result=True)  # type: ignore[untyped-decorator]
+    @app.task(  # type: ignore[untyped-decorator]
+        name=FIRE_BATCH_TASK, bind=True, acks_late=True, ignore_result=True, shared=False,
+        max_retries=None,
+    )
     def fire_schedules(self: CeleryTask, fires: list[list[str]], leader_epoch: int) -> int:
         created = 0
         try:
