@@ -119,6 +119,14 @@ class Supervisor:
         log.debug("started %s (pid %d): %s", name, child.pid, " ".join(child.argv))
         return child
 
+    def forget(self, child: Child) -> None:
+        """Drop a child that already exited (reaped, its pid file removed)."""
+        if child.process is not None:
+            child.process.wait()
+        child.pid_path.unlink(missing_ok=True)
+        if child in self.children:
+            self.children.remove(child)
+
     def dead_children(self) -> list[Child]:
         return [c for c in self.children if not c.is_running()]
 

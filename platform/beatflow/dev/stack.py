@@ -161,26 +161,28 @@ class DevStack:
                         str(run / f"beat-{i}.celery.pid"),
                     ],
                 )
-        self._spawn("flower", [*celery, "flower", f"--port={flower_port}", "--address=127.0.0.1"])
+        flower_port = self._start_listener(
+            "flower",
+            lambda port: [*celery, "flower", f"--port={port}", "--address=127.0.0.1"],
+            "http://127.0.0.1:{port}/",
+            flower_port,
+            "BEATFLOW_FLOWER_PORT",
+        )
+        flower_url = f"http://127.0.0.1:{flower_port}/"
         metrics_url = None
         if _has_command("exporter"):
-            self._spawn(
+            exporter = "import sys; from beatflow.cli import main; sys.exit(main())"
+            metrics_port = self._start_listener(
                 "exporter",
-                [
-                    sys.executable,
-                    "-c",
-                    "import sys; from beatflow.cli import main; sys.exit(main())",
-                    "exporter",
-                ],
+                lambda _port: [sys.executable, "-c", exporter, "exporter"],
+                "http://127.0.0.1:{port}/metrics",
+                metrics_port,
+                "BEATFLOW_METRICS_PORT",
             )
             metrics_url = f"http://127.0.0.1:{metrics_port}/metrics"
 
         worker_node = node.replace("%h", socket.gethostname())
         self._wait_for_worker(settings, worker_node, ready_timeout)
-        flower_url = f"http://127.0.0.1:{flower_port}/"
-        self._wait_for_http(flower_url, "flower", timeout=30.0)
-        if metrics_url is not None:
-            self._wait_for_http(metrics_url, "exporter", timeout=30.0)
         return StackInfo(
             broker_url=broker_url,
             database_url=database_url,
@@ -268,19 +270,46 @@ class DevStack:
             f"{self.supervisor.log_dir / 'worker.log'}"
         )
 
-    def _wait_for_http(self, url: str, name: str, timeout: float) -> None:
+    def _start_listener(
+        self,
+        name: str,
+        argv_for: Callable[[int], list[str]],
+        url_template: str,
+        port: int,
+        variable: str,
+    ) -> int:
+        """Start an HTTP child and wait for it; if another process took the port we chose in
+        the meantime, start it again on a new one. Returns the port it listens on."""
+        for _attempt in range(3):
+            self.child_env[variable] = str(port)
+            child = self._spawn(name, argv_for(port))
+            if self._wait_for_http(url_template.format(port=port), child, timeout=30.0):
+                return port
+            if self.environ.get(variable) or "Address already in use" not in child.log_tail():
+                break
+            self.supervisor.forget(child)
+            port = local_redis.free_port()
+        raise DevStackError(
+            f"{name} exited with code {child.returncode()} at start; its log "
+            f"({child.log_path}) ends with:\n{child.log_tail()}"
+        )
+
+    def _wait_for_http(self, url: str, child: Child, timeout: float) -> bool:
+        """True once ``url`` answers (any HTTP status), False if ``child`` exits first."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             self.check_stop()
-            self._fail_if_dead(name)
+            if not child.is_running():
+                return False
             try:
                 with urllib.request.urlopen(url, timeout=1):
-                    return
+                    return True
             except urllib.error.HTTPError:
-                return  # 401 from basic auth: it is up
+                return True  # 401 from basic auth: it is up
             except OSError:
                 time.sleep(0.1)
-        self.echo(f"warning: {name} did not answer at {url} within {timeout:.0f}s")
+        self.echo(f"warning: {child.name} did not answer at {url} within {timeout:.0f}s")
+        return True
 
     def _fail_if_dead(self, name: str) -> None:
         for child in self.supervisor.children:

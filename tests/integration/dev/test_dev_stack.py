@@ -9,6 +9,7 @@ import os
 import re
 import shutil
 import signal
+import socket
 import sys
 import time
 import urllib.error
@@ -247,4 +248,19 @@ def test_run_gives_up_at_once_when_the_worker_dies_mid_run(
     assert dev.wait(60) == 1
     assert time.monotonic() - started < 30
     assert "worker died; stopping the stack" in dev.output
+    assert dev.pid_files() == []
+
+
+def test_a_taken_flower_port_that_was_asked_for_is_a_clear_error(
+    start_dev: StartDev, dev_env: dict[str, str]
+) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        dev = start_dev(env={**dev_env, "BEATFLOW_FLOWER_PORT": str(port)})
+
+        assert dev.wait(60) == 1
+    assert "flower exited with code" in dev.output and "Address already in use" in dev.output
+    assert processes_in(dev.cwd) == []
     assert dev.pid_files() == []
