@@ -35,6 +35,24 @@ def correlation(**ids: Any) -> Iterator[None]:
         _CORRELATION.reset(token)
 
 
+_PAYLOAD_MARKERS = ("\n\nbody:", "The full contents of the message body was")
+
+
+class _PayloadFilter(logging.Filter):
+    """Celery's consumer logs the body of a message it refuses (wrong content type, unknown
+    task); beatflow never logs payloads: keep what happened, drop the body."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.name.startswith("celery.worker"):
+            message = record.getMessage()
+            for marker in _PAYLOAD_MARKERS:
+                if marker in message:
+                    record.msg = message.split(marker)[0].rstrip() + " [message body not logged]"
+                    record.args = None
+                    break
+        return True
+
+
 class _CorrelationFilter(logging.Filter):
     def filter(self, record: logging.LogRecord) -> bool:
         for key, value in _CORRELATION.get().items():
@@ -133,6 +151,7 @@ def configure_logging(settings: Settings, *, stream: Any = None, force: bool = F
         fmt = "text" if getattr(stream, "isatty", lambda: False)() else "json"
     handler = logging.StreamHandler(stream)
     handler.setFormatter(JsonFormatter() if fmt == "json" else TextFormatter())
+    handler.addFilter(_PayloadFilter())
     handler.addFilter(_CorrelationFilter())
     root = logging.getLogger()
     for old in list(root.handlers):

@@ -10,6 +10,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from celery import Celery
+from celery.canvas import Signature
 
 from beatflow.dag.compile import compile_run
 from beatflow.errors import BeatflowError, StoreUnavailableError
@@ -72,6 +73,27 @@ def trigger_dag(
     return runtime.store.get_dag_run(dag_id, run_id) or record
 
 
+def send_canvas(app: Celery, canvas: Signature) -> None:
+    """Send a DAG run's canvas without keeping result subscriptions.
+
+    Celery's Redis backend subscribes the sender to the result channel of every group member it
+    sends (for ``then`` callbacks). beatflow never waits on those results (task runs live in the
+    results DB and node tasks store no Celery result), so in a long-lived sender — the beat, an
+    API process — the subscriptions would only pile up (celery#3812): drop them at once.
+    """
+    consumer = getattr(app.backend, "result_consumer", None)
+    before = set(getattr(consumer, "subscribed_to", ()))
+    canvas.apply_async(ignore_result=True)
+    if consumer is None:
+        return
+    prefix = app.backend.task_keyprefix
+    prefix = prefix.decode() if isinstance(prefix, bytes) else str(prefix)
+    for key in set(consumer.subscribed_to) - before:
+        name = key.decode() if isinstance(key, bytes) else str(key)
+        if name.startswith(prefix):
+            consumer.cancel_for(name[len(prefix) :])
+
+
 def dispatch_waiting(runtime: Runtime, dag_id: str) -> int:
     """Send queued runs of ``dag_id``, oldest first, while max_active_runs allows."""
     dag = runtime.dag(dag_id)
@@ -87,8 +109,7 @@ def dispatch_waiting(runtime: Runtime, dag_id: str) -> int:
     sent = 0
     for run in queued[:slots]:
         store.mark_dag_run_running(dag_id, run.run_id)
-        # ignore_result: the sender does not subscribe to result channels (celery#3812)
-        compile_run(runtime.app, dag, run.run_id).apply_async(ignore_result=True)
+        send_canvas(runtime.app, compile_run(runtime.app, dag, run.run_id))
         sent += 1
     return sent
 

@@ -12,6 +12,7 @@ from celery import Celery
 from beatflow.dag.compile import compile_run
 from beatflow.errors import BeatflowError
 from beatflow.execution.runtime import runtime_of
+from beatflow.runs.lifecycle import send_canvas
 
 if TYPE_CHECKING:
     from beatflow.store import DagRunRecord
@@ -45,7 +46,7 @@ def replay_dead_letter(app: Celery, letter_id: int) -> DagRunRecord:
             store.reset_task_run(t.dedupe_key)
     store.reopen_dag_run(letter.dag_id, letter.run_id)
     store.mark_dead_letter_replayed(letter_id)
-    compile_run(app, dag, letter.run_id).apply_async(ignore_result=True)
+    send_canvas(app, compile_run(app, dag, letter.run_id))
     run = store.get_dag_run(letter.dag_id, letter.run_id)
     assert run is not None
     return run

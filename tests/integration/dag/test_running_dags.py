@@ -127,3 +127,12 @@ def test_a_bad_result_or_a_time_limit_fails_the_task_run_with_a_clear_error(clus
     assert tasks["too_slow"].state == "failed"
     assert "SoftTimeLimitExceeded" in tasks["too_slow"].error
     assert tasks["after_all_done"].state == "success"
+
+
+def test_triggering_runs_leaves_no_result_subscriptions_in_the_sender(cluster):
+    # celery#3812: a long-lived sender (the beat, an API) must not pile up pub/sub channels
+    records = [trigger_dag(cluster.app, "t_map") for _ in range(5)]
+    for r in records:
+        assert follow_run(cluster.app, "t_map", r.run_id, timeout=60).state == "success"
+    consumer = cluster.app.backend.result_consumer
+    assert not consumer.subscribed_to
