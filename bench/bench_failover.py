@@ -18,6 +18,7 @@ import argparse
 import json
 import math
 import os
+import random
 import signal
 import statistics
 import subprocess
@@ -244,6 +245,8 @@ def run(
         serial = 2
         for i in range(failovers):
             leader = h.wait(lambda: h.firing_instance(time.time() - 1.5), 30, "a firing leader")
+            # a random phase: the kill must not line up with the standby's polling schedule
+            time.sleep(random.uniform(0.0, 1.0))
             killed = time.time()
             os.killpg(h.procs[leader].pid, sig)
             new = h.wait(
@@ -321,6 +324,32 @@ def _ts(iso: str) -> int:
     return int(datetime.fromisoformat(iso).timestamp())
 
 
+def own_redis() -> tuple[str, subprocess.Popen[bytes]]:
+    """A Redis server of the benchmark's own: nothing else can flush or load it."""
+    import shutil
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    binary = shutil.which("redis-server") or "redis-server"
+    server = subprocess.Popen(
+        [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"],
+        stdout=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    url = f"redis://127.0.0.1:{port}/0"
+    client = redis.Redis.from_url(url)
+    for _ in range(100):
+        try:
+            client.ping()
+            break
+        except redis.ConnectionError:
+            time.sleep(0.05)
+    client.close()
+    return url, server
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument(
@@ -328,7 +357,9 @@ def main() -> None:
     )
     parser.add_argument("--failovers", type=int, default=12)
     parser.add_argument("--signal", choices=["KILL", "TERM"], default="KILL")
-    parser.add_argument("--redis", default="redis://127.0.0.1:6384/10")
+    parser.add_argument(
+        "--redis", default="own", help="a Redis URL, or 'own' to start a private redis-server"
+    )
     parser.add_argument(
         "--timeout",
         type=float,
@@ -337,9 +368,16 @@ def main() -> None:
     )
     parser.add_argument("--out", type=Path, default=None, help="write the summary JSON here")
     args = parser.parse_args()
-    summary = run(
-        args.mode, args.failovers, signal.Signals[f"SIG{args.signal}"], args.redis, args.timeout
-    )
+    url, server = own_redis() if args.redis == "own" else (args.redis, None)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))  # run the cleanup on SIGTERM too
+    try:
+        summary = run(
+            args.mode, args.failovers, signal.Signals[f"SIG{args.signal}"], url, args.timeout
+        )
+    finally:
+        if server is not None:
+            server.terminate()
+            server.wait(10)
     text = json.dumps(summary, indent=2)
     print(text)
     if args.out:

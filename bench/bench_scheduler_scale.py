@@ -75,10 +75,26 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--dags", type=int, default=10_000)
     parser.add_argument("--minutes", type=int, default=3)
-    parser.add_argument("--redis", default="redis://127.0.0.1:6384/13")
+    parser.add_argument(
+        "--redis", default="own", help="a Redis URL, or 'own' to start a private redis-server"
+    )
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args()
 
+    server = None
+    if args.redis == "own":
+        from bench_failover import own_redis  # bench/ is on sys.path when run as a script
+
+        args.redis, server = own_redis()
+    try:
+        run(args)
+    finally:
+        if server is not None:
+            server.terminate()
+            server.wait(10)
+
+
+def run(args: argparse.Namespace) -> None:
     work = Path(tempfile.mkdtemp(prefix="bench-scale-"))
     write_dags(work / "dags", args.dags)
     client = redis.Redis.from_url(args.redis, decode_responses=True)

@@ -26,7 +26,7 @@ from beatflow.scheduler.firing import Dispatcher
 from beatflow.scheduler.plan import Fire
 from beatflow.scheduler.sync import specs_of, write_entries
 from beatflow.scheduler.tasks import FIRE_BATCH_TASK
-from beatflow.settings import Settings
+from beatflow.settings import Settings, mask_url
 
 log = logging.getLogger(__name__)
 
@@ -130,7 +130,7 @@ class BeatflowScheduler(RedBeatScheduler):  # type: ignore[misc]
     def info(self) -> str:
         s = self.settings
         return (
-            f"       . redis -> {self.app.redbeat_conf.redis_url}\n"
+            f"       . redis -> {mask_url(s.effective_redbeat_url)}\n"
             f"       . lock -> lease {s.beat_lock_timeout}s renewed every "
             f"{s.beat_renew_interval}s; loop {s.beat_loop_interval}s; "
             f"sync every {s.schedule_sync_interval}s"

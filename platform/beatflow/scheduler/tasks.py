@@ -45,7 +45,11 @@ def register(app: Celery) -> None:
             raise self.retry(countdown=delay, exc=exc) from exc
 
     @app.task(  # type: ignore[untyped-decorator]
-        name=FIRE_BATCH_TASK, bind=True, acks_late=True, ignore_result=True, shared=False,
+        name=FIRE_BATCH_TASK,
+        bind=True,
+        acks_late=True,
+        ignore_result=True,
+        shared=False,
         max_retries=None,
     )
     def fire_schedules(self: CeleryTask, fires: list[list[str]], leader_epoch: int) -> int:

@@ -1,0 +1,94 @@
+"""Backfill creates one DAG run per past tick, idempotently; `beatflow beat status` shows the
+leader, the lock's TTL and the next due DAGs."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+from celery import Celery
+
+from beatflow.app import create_app
+from beatflow.errors import SchedulerError
+from beatflow.runs import make_run_id
+from beatflow.scheduler.backfill import backfill
+from beatflow.settings import Settings
+from tests import procs
+from tests.integration.scheduler.beatcluster import BeatCluster, dag_source
+
+START = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+@pytest.fixture
+def app(redis_url: str, sqlite_url: str, tmp_path: Path) -> Iterator[Celery]:
+    dags = tmp_path / "dags"
+    dags.mkdir()
+    (dags / "beat_hourly.py").write_text(
+        dag_source(
+            "beat_hourly",
+            schedule="'0 * * * *'",
+            extra=", start_date=datetime(2026, 1, 1, 2, tzinfo=timezone.utc)",
+        ).replace("from datetime import timedelta", "from datetime import datetime, timezone")
+    )
+    (dags / "beat_manual.py").write_text(dag_source("beat_manual", schedule="None"))
+    settings = Settings(broker_url=redis_url, database_url=sqlite_url, dags_folder=str(dags))
+    app = create_app(settings)
+    yield app
+    app.close()
+
+
+def test_backfill_creates_one_run_per_tick_inside_start_date_and_is_idempotent(app: Celery) -> None:
+    runs = backfill(app, "beat_hourly", START, START + timedelta(hours=5))
+    ticks = [START + timedelta(hours=h) for h in range(2, 6)]  # start_date is 02:00
+    assert [r.logical_date for r in runs] == ticks
+    assert [r.run_id for r in runs] == [make_run_id("scheduled", t) for t in ticks]
+    assert {r.trigger for r in runs} == {"backfill"}
+    again = backfill(app, "beat_hourly", START, START + timedelta(hours=5))
+    assert [r.run_id for r in again] == [r.run_id for r in runs]
+    store = app.beatflow.store  # type: ignore[attr-defined]
+    assert len(store.list_dag_runs("beat_hourly", limit=100)) == 4
+
+
+def test_backfill_refuses_a_dag_without_schedule_and_a_reversed_range(app: Celery) -> None:
+    with pytest.raises(SchedulerError, match="no schedule"):
+        backfill(app, "beat_manual", START, START + timedelta(days=1))
+    with pytest.raises(SchedulerError, match="before"):
+        backfill(app, "beat_hourly", START + timedelta(days=1), START)
+
+
+@pytest.mark.slow
+def test_beat_status_shows_the_leader_the_lock_ttl_and_the_next_due_dags(
+    cluster: BeatCluster,
+) -> None:
+    cluster.write_dag("beat_status", schedule="timedelta(minutes=5)")
+    cluster.start_beat("solo")
+    cluster.wait_leader()
+    procs.wait_for(lambda: cluster.status().entries == 1, timeout=10, message="the entry")
+    beatflow = str(Path(sys.executable).parent / "beatflow")
+    out = subprocess.run(
+        [beatflow, "beat", "status", "--json"],
+        env=procs.beatflow_env(cluster.env),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    ).stdout
+    status = json.loads(out)
+    assert status["leader"]["instance"] == "solo" and status["leader"]["epoch"] >= 1
+    assert 0 < status["lock_ttl_seconds"] <= cluster.settings.beat_lock_timeout
+    assert [d["dag_id"] for d in status["next_due"]] == ["beat_status"]
+    assert [r["role"] for r in status["replicas"]] == ["leader"]
+    text = subprocess.run(
+        [beatflow, "beat", "status"],
+        env=procs.beatflow_env(cluster.env),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    ).stdout
+    assert "leader: solo" in text and "beat_status" in text
