@@ -1,6 +1,7 @@
 """docker-compose.yml validates offline (compose-spec schema and Debian's docker-compose) and
 keeps its promises: ordered start-up on health checks, hardened containers, Redis with AOF and
-noeviction, two beats, a scalable worker, Flower with auth, Prometheus on the one rules file."""
+noeviction, two beats, a scalable worker, Flower with auth, Prometheus on the one rules file,
+Grafana on the one dashboard file."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from typing import Any
 import pytest
 import yaml
 
+from beatflow.deploy.dashboards import DASHBOARD
 from beatflow.deploy.rules import RULES
 from tests.deploy.manifests import ROOT
 
@@ -23,6 +25,7 @@ SECRETS = {
     "REDIS_PASSWORD": "r" * 24,
     "POSTGRES_PASSWORD": "p" * 24,
     "BEATFLOW_FLOWER_PASSWORD": "f" * 24,
+    "GRAFANA_ADMIN_PASSWORD": "g" * 24,
 }
 BEATFLOW_SERVICES = ("migrate", "worker", "beat-1", "beat-2", "flower", "exporter")
 
@@ -222,3 +225,40 @@ def test_promtool_accepts_the_prometheus_config_with_the_rules_it_mounts(tmp_pat
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "SUCCESS: 1 rule files found" in proc.stdout + proc.stderr
+
+
+def test_grafana_is_provisioned_from_the_repository_files_and_asks_for_a_password(
+    compose: dict[str, Any],
+) -> None:
+    grafana = compose["services"]["grafana"]
+    mounts = {v.split(":")[1]: v.split(":") for v in grafana["volumes"]}
+    assert mounts["/etc/grafana/provisioning"] == [
+        "./deploy/grafana/provisioning",
+        "/etc/grafana/provisioning",
+        "ro",
+    ]
+    source, dashboards, mode = mounts["/etc/grafana/dashboards"]
+    assert (source, mode) == ("./" + str(DASHBOARD.parent), "ro")
+    assert mounts["/var/lib/grafana"][0] in compose["volumes"]
+
+    provisioning = ROOT / "deploy" / "grafana" / "provisioning"
+    (provider,) = yaml.safe_load((provisioning / "dashboards" / "beatflow.yaml").read_text())[
+        "providers"
+    ]
+    assert provider["type"] == "file" and provider["options"]["path"] == dashboards
+    (datasource,) = yaml.safe_load((provisioning / "datasources" / "prometheus.yaml").read_text())[
+        "datasources"
+    ]
+    assert datasource["type"] == "prometheus" and datasource["isDefault"] is True
+    prometheus = compose["services"]["prometheus"]
+    container_port = prometheus["ports"][0].split(":")[-1]
+    assert datasource["url"] == f"http://prometheus:{container_port}"
+    assert grafana["depends_on"]["prometheus"]["condition"] == "service_healthy"
+    home = grafana["environment"]["GF_DASHBOARDS_DEFAULT_HOME_DASHBOARD_PATH"]
+    assert home == f"{dashboards}/{DASHBOARD.name}" and (ROOT / DASHBOARD).is_file()
+
+    assert ":?" in grafana["environment"]["GF_SECURITY_ADMIN_PASSWORD"]
+    assert all(p.startswith("127.0.0.1:") for p in grafana["ports"])
+    assert int(grafana["user"].split(":")[0]) != 0
+    assert grafana["cap_drop"] == ["ALL"]
+    assert "no-new-privileges:true" in grafana["security_opt"]

@@ -1,13 +1,17 @@
 """One source for the alert rules: ``observability/rules/beatflow.rules.yml`` is read by
 compose's Prometheus directly and copied, by ``python -m beatflow.deploy.rules``, into the two
-places Kubernetes tooling can reach (kustomize and Helm refuse files outside their roots)."""
+places Kubernetes tooling can reach (kustomize and Helm refuse files outside their roots). The same
+command (``make sync-rules``) also syncs the Grafana dashboard's copies (``dashboards.py``)."""
 
 from __future__ import annotations
 
 import argparse
 import sys
-from dataclasses import dataclass
 from pathlib import Path
+
+from beatflow.deploy import copies
+from beatflow.deploy.copies import Copy
+from beatflow.deploy.dashboards import dashboard_copies
 
 RULES = Path("platform/beatflow/observability/rules/beatflow.rules.yml")
 HELM_COPY = Path("helm/beatflow/files/beatflow.rules.yml")
@@ -27,44 +31,31 @@ spec:
 """
 
 
-@dataclass(frozen=True, slots=True)
-class Copy:
-    """A file derived from the rules file, and the text it must hold."""
-
-    path: Path
-    text: str
-
-
-def derived_copies(root: Path) -> list[Copy]:
+def rule_copies(root: Path) -> list[Copy]:
     """The files that must be kept identical (modulo wrapping) to the rules file."""
     rules = (root / RULES).read_text(encoding="utf-8")
     header = _GENERATED.format(src=RULES)
     body = "".join(_strip_doc_start(rules).splitlines(keepends=True))
     indented = "".join(("  " + line) if line.strip() else line for line in body.splitlines(True))
     return [
-        Copy(root / HELM_COPY, header + body),
-        Copy(root / K8S_RULE, header + _K8S_HEAD + indented),
+        Copy(RULES, root / HELM_COPY, header + body),
+        Copy(RULES, root / K8S_RULE, header + _K8S_HEAD + indented),
     ]
+
+
+def derived_copies(root: Path) -> list[Copy]:
+    """Every synced copy: the alert rules' and the Grafana dashboard's."""
+    return [*rule_copies(root), *dashboard_copies(root)]
 
 
 def stale_copies(root: Path) -> list[Path]:
-    """Derived files whose content differs from what the rules file produces."""
-    return [
-        c.path
-        for c in derived_copies(root)
-        if not c.path.exists() or c.path.read_text(encoding="utf-8") != c.text
-    ]
+    """Derived files whose content differs from what their source produces."""
+    return [c.path for c in copies.stale(derived_copies(root))]
 
 
 def write_copies(root: Path) -> list[Path]:
     """Rewrite the stale derived files; return the ones written."""
-    written = []
-    for c in derived_copies(root):
-        if not c.path.exists() or c.path.read_text(encoding="utf-8") != c.text:
-            c.path.parent.mkdir(parents=True, exist_ok=True)
-            c.path.write_text(c.text, encoding="utf-8")
-            written.append(c.path)
-    return written
+    return copies.write(derived_copies(root))
 
 
 def _strip_doc_start(text: str) -> str:
@@ -78,10 +69,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--root", type=Path, default=Path("."), help="repository root")
     args = parser.parse_args(argv)
     if args.check:
-        stale = stale_copies(args.root)
-        for path in stale:
+        stale = copies.stale(derived_copies(args.root))
+        for c in stale:
             print(
-                f"{path} is out of date with {RULES}: run `python -m beatflow.deploy.rules`",
+                f"{c.path} is out of date with {c.source}: run `python -m beatflow.deploy.rules`",
                 file=sys.stderr,
             )
         return 1 if stale else 0
