@@ -52,18 +52,21 @@ def task_signature(
 def compile_node(
     app: Celery, dag: DAG, run_id: str, node: Node, path: str, *, inline_limit: int = INLINE_LIMIT
 ) -> Signature:
-    """Canvas for ``node`` (at ``path`` in the plan); big children become segment tasks."""
+    """Canvas for ``node`` (at ``path`` in the plan). A node of at most ``inline_limit`` tasks is
+    compiled whole; a bigger one becomes one level of canvas whose composite children are
+    segment tasks, so no canvas (and no message) holds more than about FANOUT signatures."""
     if isinstance(node, Leaf):
         return task_signature(app, dag, node.task_id, run_id)
+    inline = size(node) <= inline_limit
     parts = []
     for i, child in enumerate(node.children):
         child_path = f"{path}.{i}" if path else str(i)
-        if not isinstance(child, Leaf) and size(child) > inline_limit:
-            parts.append(segment_signature(app, dag.dag_id, run_id, child_path))
-        else:
+        if inline or isinstance(child, Leaf):
             parts.append(
                 compile_node(app, dag, run_id, child, child_path, inline_limit=inline_limit)
             )
+        else:
+            parts.append(segment_signature(app, dag.dag_id, run_id, child_path))
     if isinstance(node, Series):
         return chain(*parts) if len(parts) > 1 else parts[0]
     assert isinstance(node, Parallel)
@@ -80,9 +83,6 @@ def compile_run(
     """The whole canvas of one DAG run: the plan's root, then the step that closes the run."""
     plan = plan_for(dag)
     body = compile_node(app, dag, run_id, plan.root, "", inline_limit=inline_limit)
-    if size(plan.root) > inline_limit and not isinstance(plan.root, Leaf):
-        # Keep the first message small too: the root is itself expanded on a worker.
-        body = segment_signature(app, dag.dag_id, run_id, "")
     finish = app.signature(FINISH_TASK, args=(dag.dag_id, run_id), immutable=True)
     return chain(body, finish)
 

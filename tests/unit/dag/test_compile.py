@@ -55,14 +55,40 @@ def max_message_bytes(sig: Signature) -> int:
     return biggest
 
 
-def test_the_first_message_does_not_grow_with_the_dag():
-    sizes = {}
-    for n in (100, 1_000, 10_000):
-        nodes = ["src", *[f"m{i}" for i in range(n)], "sink"]
-        edges = [("src", f"m{i}") for i in range(n)] + [(f"m{i}", "sink") for i in range(n)]
-        canvas = compile_run(app(), make(edges, nodes), "run")
-        sizes[n] = max_message_bytes(canvas)
-    assert sizes[10_000] == sizes[1_000] == sizes[100], sizes
+def fan(n: int) -> DAG:
+    nodes = ["src", *[f"m{i}" for i in range(n)], "sink"]
+    edges = [("src", f"m{i}") for i in range(n)] + [(f"m{i}", "sink") for i in range(n)]
+    return make(edges, nodes)
+
+
+def largest_canvas_bytes(dag: DAG) -> int:
+    """The largest message any canvas of this DAG run would carry: the run's own canvas and the
+    canvas every segment expands into on a worker."""
+    from beatflow.dag.compile import compile_node, plan_for
+    from beatflow.dag.plan import Leaf, Node, size
+
+    a = app()
+    biggest = max_message_bytes(compile_run(a, dag, "run"))
+
+    def walk(node: Node, path: str) -> None:
+        nonlocal biggest
+        if isinstance(node, Leaf):
+            return
+        if size(node) > 64:  # a segment: expanded on a worker
+            biggest = max(biggest, max_message_bytes(compile_node(a, dag, "run", node, path)))
+            for i, child in enumerate(node.children):
+                walk(child, f"{path}.{i}" if path else str(i))
+
+    walk(plan_for(dag).root, "")
+    return biggest
+
+
+def test_no_canvas_grows_with_the_dag_beyond_one_level_of_fanout():
+    sizes = {n: largest_canvas_bytes(fan(n)) for n in (100, 1_000, 10_000, 50_000)}
+    # at most FANOUT (64) small signatures per canvas, whatever the DAG's size: only the
+    # digits of plan paths grow (log n)
+    assert all(size < 12 * 1024 for size in sizes.values()), sizes
+    assert sizes[50_000] < sizes[10_000] * 1.05, sizes
 
 
 def test_a_long_chain_is_segmented_too():
