@@ -59,7 +59,7 @@ def test_sigkilled_leaders_are_replaced_within_seconds_and_every_gap_tick_runs_o
         cluster.wait_runs(dag, len(cluster.runs(dag)) + 2)
     assert max(takeovers) < 6.0, f"takeover times {takeovers}"
     dates = assert_every_tick_once(cluster, dag)
-    epochs = sorted({r.leader_epoch for r in cluster.runs(dag)})
+    epochs = sorted({r.leader_epoch or 0 for r in cluster.runs(dag)})
     assert epochs == [1, 2, 3, 4], f"epochs {epochs}"
     assert len(dates) >= 12
 

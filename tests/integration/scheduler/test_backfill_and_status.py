@@ -50,7 +50,7 @@ def test_backfill_creates_one_run_per_tick_inside_start_date_and_is_idempotent(a
     assert {r.trigger for r in runs} == {"backfill"}
     again = backfill(app, "beat_hourly", START, START + timedelta(hours=5))
     assert [r.run_id for r in again] == [r.run_id for r in runs]
-    store = app.beatflow.store  # type: ignore[attr-defined]
+    store = app.beatflow.store
     assert len(store.list_dag_runs("beat_hourly", limit=100)) == 4
 
 
