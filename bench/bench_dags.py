@@ -170,8 +170,11 @@ def main() -> None:
             ("1 -> 1,000 -> 1", raw_fan(1000), bf("b_fan1000"), max(1, args.repeat // 2)),
         ]:
             raw_all, bf_all = timed(raw_fn, rep), timed(bf_fn, rep)
-            print(f"{label}: raw {[round(x * 1000, 1) for x in raw_all]} ms, "
-                  f"beatflow {[round(x * 1000, 1) for x in bf_all]} ms", flush=True)
+            print(
+                f"{label}: raw {[round(x * 1000, 1) for x in raw_all]} ms, "
+                f"beatflow {[round(x * 1000, 1) for x in bf_all]} ms",
+                flush=True,
+            )
             rows.append((label, statistics.median(raw_all), statistics.median(bf_all)))
         r.delete("bench:max_message")
         rss_before = tree_rss(worker.pid)

@@ -29,11 +29,15 @@ def load(summary: dict, ctx) -> str:
     db = Path(ctx.params["output_db"])
     db.parent.mkdir(parents=True, exist_ok=True)
     with sqlite3.connect(db) as conn:
-        conn.execute("CREATE TABLE IF NOT EXISTS hourly_summary (dedupe_key TEXT PRIMARY KEY, "
-                     "run_id TEXT, summary TEXT)")
-        conn.execute("INSERT INTO hourly_summary VALUES (?, ?, ?) ON CONFLICT(dedupe_key) "
-                     "DO UPDATE SET summary = excluded.summary",
-                     (ctx.dedupe_key, ctx.run_id, json.dumps(summary)))
+        conn.execute(
+            "CREATE TABLE IF NOT EXISTS hourly_summary (dedupe_key TEXT PRIMARY KEY, "
+            "run_id TEXT, summary TEXT)"
+        )
+        conn.execute(
+            "INSERT INTO hourly_summary VALUES (?, ?, ?) ON CONFLICT(dedupe_key) "
+            "DO UPDATE SET summary = excluded.summary",
+            (ctx.dedupe_key, ctx.run_id, json.dumps(summary)),
+        )
     ctx.log.info("loaded summary of %d readings", summary["count"])
     return ctx.dedupe_key
 
