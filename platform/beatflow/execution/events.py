@@ -5,6 +5,7 @@ event stream it already follows, without a metrics endpoint in every worker proc
 from __future__ import annotations
 
 import logging
+import os
 from typing import Any
 
 from celery import current_task
@@ -16,13 +17,35 @@ DUPLICATE_DELIVERY = "beatflow-duplicate-delivery"
 DAG_RUN_FINISHED = "beatflow-dag-run-finished"
 
 
+_dispatcher: Any = None
+_dispatcher_pid = 0
+
+
+def _get_dispatcher(task: Any) -> Any:
+    """One event dispatcher per worker process (Task.send_event builds a new one per call,
+    which costs more than the rest of a no-op task run)."""
+    global _dispatcher, _dispatcher_pid
+    if _dispatcher is None or _dispatcher_pid != os.getpid():
+        app = task.app
+        _dispatcher = app.events.Dispatcher(
+            app.connection_for_write(),
+            hostname=task.request.hostname,
+            enabled=True,
+            buffer_while_offline=False,
+        )
+        _dispatcher_pid = os.getpid()
+    return _dispatcher
+
+
 def _send(event_type: str, **fields: Any) -> None:
     task = current_task
-    if task is None or not task.request.id:
+    if task is None or not task.request.id or not task.app.conf.worker_send_task_events:
         return
     try:
-        task.send_event(event_type, retry=False, **fields)
+        _get_dispatcher(task).send(event_type, uuid=task.request.id, **fields)
     except Exception:  # noqa: BLE001 - metrics must never fail a task
+        global _dispatcher
+        _dispatcher = None  # reconnect next time
         log.debug("could not send %s event", event_type, exc_info=True)
 
 
