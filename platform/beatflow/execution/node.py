@@ -10,6 +10,7 @@ import random
 import time
 import traceback
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from celery import Task as CeleryTask
@@ -122,36 +123,31 @@ def _run(
         events.duplicate_delivery(dag.dag_id, spec.task_id)
         log.info("task run %s already %s; not running it again", key, claim.record.state)
         if spec.map_over and index < 0 and claim.record.state == "success":
-            _replace_with_instances(runtime, task, dag, spec, run_id, claim.record)
+            _replace_with_instances(task, dag, spec, run_id, claim.record)
         return
     if claim.outcome == "held":
         wait = _lease_remaining(claim.record, runtime.settings.lease_seconds)
         log.info("task run %s is held by %s; retrying in %.1fs", key, claim.record.worker, wait)
         raise task.retry(countdown=wait)
     assert claim.token is not None
-    try_number = claim.record.try_number
-    max_tries = spec.retry.retries + 1
+    attempt = Attempt(
+        runtime, task, dag, spec, run, key, claim.token, index, claim.record.try_number
+    )
     taken_over = existing is not None and existing.state == "running"
-    if taken_over and try_number > max_tries + WORKER_LOST_TRIES:
+    lost = attempt.try_number - 1
+    if taken_over and attempt.try_number > spec.retry.retries + 1 + WORKER_LOST_TRIES:
         # Earlier tries died with their worker (OOM, hard time limit): stop the loop (celery#1628).
-        _fail(
-            runtime,
-            dag,
-            spec,
-            run,
-            key,
-            claim.token,
-            index,
-            try_number - 1,
-            f"worker lost {try_number - 1} times (killed, out of memory or past its hard time "
+        attempt.fail(
+            f"worker lost {lost} times (killed, out of memory or past its hard time "
             "limit); giving up",
             None,
+            tries=lost,
         )
         return
     if spec.map_over and index < 0:
-        _expand(runtime, task, dag, spec, run, key, claim.token)
+        _expand(attempt)
         return
-    _execute(runtime, task, dag, spec, run, key, claim.token, index, try_number, task_runs)
+    _execute(attempt, task_runs)
 
 
 def _decide(
@@ -225,141 +221,123 @@ def _inputs(
     return args, kwargs
 
 
-def _execute(
-    runtime: Runtime,
-    task: CeleryTask,
-    dag: DAG,
-    spec: TaskSpec,
-    run: DagRunRecord,
-    key: str,
-    token: str,
-    index: int,
-    try_number: int,
-    task_runs: list[TaskRunRecord],
-) -> None:
-    store = runtime.store
-    args, kwargs = _inputs(store, dag, spec, run.run_id, index, task_runs)
+@dataclass(frozen=True, slots=True)
+class Attempt:
+    """One claimed try of a task run: everything needed to run it and record its outcome."""
+
+    runtime: Runtime
+    task: CeleryTask
+    dag: DAG
+    spec: TaskSpec
+    run: DagRunRecord
+    key: str  # the dedupe key
+    token: str  # the lease token from the claim
+    index: int  # map index, -1 when not mapped
+    try_number: int
+
+    def finish(self, state: str, **outcome: Any) -> None:
+        _finish(self.runtime.store, self.key, self.token, state=state, **outcome)
+
+    def fail(self, error: str, tb: str | None, *, tries: int | None = None) -> None:
+        """Record the final failure and a dead letter; the canvas goes on."""
+        tries = self.try_number if tries is None else tries
+        self.finish("failed", error=error, traceback=tb)
+        self.runtime.store.add_dead_letter(
+            dedupe_key=self.key,
+            dag_id=self.dag.dag_id,
+            run_id=self.run.run_id,
+            task_id=self.spec.task_id,
+            map_index=self.index,
+            args={"run_id": self.run.run_id, "map_index": self.index},
+            conf=dict(self.run.conf),
+            error=error,
+            traceback=tb,
+            tries=tries,
+        )
+        log.error(
+            "task run %s failed after %d tries: %s; dead letter recorded", self.key, tries, error
+        )
+        events.task_run_finished(self.dag.dag_id, self.spec.task_id, "failed")
+        self.callback(self.spec.on_failure, error)
+
+    def callback(self, fn: Any, error: str) -> None:
+        if fn is None:
+            return
+        try:
+            fn(
+                dag_id=self.dag.dag_id,
+                run_id=self.run.run_id,
+                task_id=self.spec.task_id,
+                error=error,
+            )
+        except Exception:  # noqa: BLE001 - a user's callback must not change the outcome
+            log.exception("callback %r raised", fn)
+
+
+def _execute(attempt: Attempt, task_runs: list[TaskRunRecord]) -> None:
+    a = attempt
+    dag, spec, run = a.dag, a.spec, a.run
+    args, kwargs = _inputs(a.runtime.store, dag, spec, run.run_id, a.index, task_runs)
     ctx = TaskContext(
         dag_id=dag.dag_id,
         run_id=run.run_id,
         task_id=spec.task_id,
-        map_index=index,
-        try_number=try_number,
-        dedupe_key=key,
+        map_index=a.index,
+        try_number=a.try_number,
+        dedupe_key=a.key,
         logical_date=run.logical_date,
         params=run.conf,
-        celery_task_id=task.request.id,
+        celery_task_id=a.task.request.id,
         log=make_logger(dag.dag_id),
     )
     if spec.wants_context:
         kwargs["ctx"] = ctx
-    runtime.leases.hold(key, token)
+    a.runtime.leases.hold(a.key, a.token)
     started = time.perf_counter()
     ctx_token = _context.set(ctx)
     try:
-        with correlation(try_number=try_number, dedupe_key=key):
-            log.info("task run %s started (try %d of %d)", key, try_number, spec.retry.retries + 1)
+        with correlation(try_number=a.try_number, dedupe_key=a.key):
+            log.info(
+                "task run %s started (try %d of %d)", a.key, a.try_number, spec.retry.retries + 1
+            )
             try:
                 result = spec.fn(*args, **kwargs)
             except Retry:
                 raise
             except Exception as exc:  # noqa: BLE001 - user code: anything may go wrong
-                _handle_failure(runtime, task, dag, spec, run, key, token, index, try_number, exc)
+                _handle_failure(a, exc)
                 return
             try:
-                _finish(store, key, token, state="success", result=result)
+                a.finish("success", result=result)
             except ResultError as exc:
-                _fail(
-                    runtime,
-                    dag,
-                    spec,
-                    run,
-                    key,
-                    token,
-                    index,
-                    try_number,
-                    str(exc),
-                    traceback.format_exc(),
-                    args=args,
-                )
+                a.fail(str(exc), traceback.format_exc())
                 return
             elapsed = time.perf_counter() - started
-            log.info("task run %s succeeded in %.3fs", key, elapsed)
+            log.info("task run %s succeeded in %.3fs", a.key, elapsed)
             events.task_run_finished(dag.dag_id, spec.task_id, "success", elapsed)
     finally:
         _context.reset(ctx_token)
-        runtime.leases.release(key)
+        a.runtime.leases.release(a.key)
 
 
-def _handle_failure(
-    runtime: Runtime,
-    task: CeleryTask,
-    dag: DAG,
-    spec: TaskSpec,
-    run: DagRunRecord,
-    key: str,
-    token: str,
-    index: int,
-    try_number: int,
-    exc: Exception,
-) -> None:
+def _handle_failure(attempt: Attempt, exc: Exception) -> None:
     error = f"{type(exc).__name__}: {exc}"
     tb = traceback.format_exc()
-    if try_number <= spec.retry.retries:
-        delay = spec.retry.delay_for(try_number, random.random())
-        _finish(runtime.store, key, token, state="up_for_retry", error=error, traceback=tb)
+    spec = attempt.spec
+    if attempt.try_number <= spec.retry.retries:
+        delay = spec.retry.delay_for(attempt.try_number, random.random())
+        attempt.finish("up_for_retry", error=error, traceback=tb)
         log.warning(
-            "task run %s failed on try %d (%s); retrying in %.2fs", key, try_number, error, delay
+            "task run %s failed on try %d (%s); retrying in %.2fs",
+            attempt.key,
+            attempt.try_number,
+            error,
+            delay,
         )
-        events.task_run_finished(dag.dag_id, spec.task_id, "up_for_retry")
-        _callback(spec_callback(spec, "on_retry"), dag, spec, run, error)
-        raise task.retry(countdown=delay)
-    _fail(runtime, dag, spec, run, key, token, index, try_number, error, tb)
-
-
-def spec_callback(spec: TaskSpec, name: str) -> Any:
-    return getattr(spec, name, None)
-
-
-def _fail(
-    runtime: Runtime,
-    dag: DAG,
-    spec: TaskSpec,
-    run: DagRunRecord,
-    key: str,
-    token: str,
-    index: int,
-    tries: int,
-    error: str,
-    tb: str | None,
-    args: tuple[Any, ...] = (),
-) -> None:
-    store = runtime.store
-    _finish(store, key, token, state="failed", error=error, traceback=tb)
-    store.add_dead_letter(
-        dedupe_key=key,
-        dag_id=dag.dag_id,
-        run_id=run.run_id,
-        task_id=spec.task_id,
-        map_index=index,
-        args={"run_id": run.run_id, "map_index": index},
-        conf=dict(run.conf),
-        error=error,
-        traceback=tb,
-        tries=tries,
-    )
-    log.error("task run %s failed after %d tries: %s; dead letter recorded", key, tries, error)
-    events.task_run_finished(dag.dag_id, spec.task_id, "failed")
-    _callback(spec_callback(spec, "on_failure"), dag, spec, run, error)
-
-
-def _callback(fn: Any, dag: DAG, spec: TaskSpec, run: DagRunRecord, error: str) -> None:
-    if fn is None:
-        return
-    try:
-        fn(dag_id=dag.dag_id, run_id=run.run_id, task_id=spec.task_id, error=error)
-    except Exception:  # noqa: BLE001 - a user's callback must not change the outcome
-        log.exception("callback %r raised", fn)
+        events.task_run_finished(attempt.dag.dag_id, spec.task_id, "up_for_retry")
+        attempt.callback(spec.on_retry, error)
+        raise attempt.task.retry(countdown=delay)
+    attempt.fail(error, tb)
 
 
 def _finish(
@@ -394,37 +372,18 @@ def _finish(
             time.sleep(delay)
 
 
-def _expand(
-    runtime: Runtime,
-    task: CeleryTask,
-    dag: DAG,
-    spec: TaskSpec,
-    run: DagRunRecord,
-    key: str,
-    token: str,
-) -> None:
-    store = runtime.store
-    assert spec.map_over is not None
-    upstream = store.get_task_runs(dag.dag_id, run.run_id, [spec.map_over])
-    values = _collect(upstream)
+def _expand(attempt: Attempt) -> None:
+    a = attempt
+    store = a.runtime.store
+    assert a.spec.map_over is not None
+    values = _collect(store.get_task_runs(a.dag.dag_id, a.run.run_id, [a.spec.map_over]))
     if not isinstance(values, list):
-        _fail(
-            runtime,
-            dag,
-            spec,
-            run,
-            key,
-            token,
-            -1,
-            1,
-            f'.map() needs a list from "{spec.map_over}", got {type(values).__name__}',
-            None,
-        )
+        a.fail(f'.map() needs a list from "{a.spec.map_over}", got {type(values).__name__}', None)
         return
-    _finish(store, key, token, state="success", result={"map_count": len(values)})
-    record = store.get_task_run(key)
+    a.finish("success", result={"map_count": len(values)})
+    record = store.get_task_run(a.key)
     assert record is not None
-    _replace_with_instances(runtime, task, dag, spec, run.run_id, record)
+    _replace_with_instances(a.task, a.dag, a.spec, a.run.run_id, record)
 
 
 def _collect(records: list[TaskRunRecord]) -> Any:
@@ -438,7 +397,7 @@ def _collect(records: list[TaskRunRecord]) -> Any:
 
 
 def _replace_with_instances(
-    runtime: Runtime, task: CeleryTask, dag: DAG, spec: TaskSpec, run_id: str, record: TaskRunRecord
+    task: CeleryTask, dag: DAG, spec: TaskSpec, run_id: str, record: TaskRunRecord
 ) -> None:
     count = int(record.result["map_count"]) if isinstance(record.result, Mapping) else 0
     if count == 0:
