@@ -71,3 +71,12 @@ def too_slow() -> None:
 
 with DAG("t_bad_results"):
     [not_json(), too_big(), too_slow()] >> _after("all_done")()
+
+
+@task(dedupe_key="{dag_id}/{no_such_field}")
+def bad_key() -> str:
+    return "never"
+
+
+with DAG("t_bad_key"):
+    bad_key() >> _after("all_done")()

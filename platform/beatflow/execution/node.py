@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from celery import Task as CeleryTask
-from celery.exceptions import Retry
+from celery.exceptions import Ignore, Reject, Retry
 
 from beatflow.dag.authoring import _context
 from beatflow.dag.compile import map_signatures
@@ -80,6 +80,31 @@ def run_node(
             delay = _store_backoff(task.request.retries)
             log.warning("results database unavailable (%s); retrying in %.1fs", exc, delay)
             raise task.retry(countdown=delay, exc=exc) from exc
+        except (Retry, Ignore, Reject):
+            raise  # Celery's own control flow: retry later, replaced by a canvas
+        except Exception as exc:  # noqa: BLE001 - the canvas must never break (see module doc)
+            _record_broken(runtime, dag, spec, run_id, index, exc)
+
+
+def _record_broken(
+    runtime: Runtime, dag: DAG, spec: TaskSpec, run_id: str, index: int, exc: Exception
+) -> None:
+    """Something beatflow did not expect (a bad dedupe key template, a store refusal): record
+    the task run as failed with the reason and let the canvas go on, so the DAG run still
+    closes (as failed) instead of hanging in "running"."""
+    error = f"{type(exc).__name__}: {exc}"
+    log.exception("task %s could not be run: %s", spec.task_id, error)
+    key = default_dedupe_key(dag.dag_id, run_id, spec.task_id, index)
+    runtime.store.set_task_state(
+        key,
+        dag_id=dag.dag_id,
+        run_id=run_id,
+        task_id=spec.task_id,
+        map_index=index,
+        state="failed",
+        error=f"could not run the task: {error}",
+    )
+    events.task_run_finished(dag.dag_id, spec.task_id, "failed")
 
 
 def _run(

@@ -136,3 +136,11 @@ def test_triggering_runs_leaves_no_result_subscriptions_in_the_sender(cluster):
         assert follow_run(cluster.app, "t_map", r.run_id, timeout=60).state == "success"
     consumer = cluster.app.backend.result_consumer
     assert not consumer.subscribed_to
+
+
+def test_an_unexpected_error_in_the_wrapper_fails_the_task_and_the_run_still_closes(cluster):
+    final, tasks = run(cluster, "t_bad_key")
+    assert final.state == "failed"
+    assert tasks["bad_key"].state == "failed"
+    assert "could not run the task: KeyError" in tasks["bad_key"].error
+    assert tasks["after_all_done"].state == "success"
