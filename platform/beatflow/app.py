@@ -21,8 +21,9 @@ _app: Celery | None = None
 def create_app(settings: Settings | None = None, *, load_dags: bool = True) -> Celery:
     """Build a Celery app for ``settings`` (from the environment when omitted).
 
-    With ``load_dags`` the dags folder is loaded when a worker starts, and every task of every
-    DAG that loads becomes a Celery task named ``<dag_id>.<task_id>``.
+    With ``load_dags`` the dags folder is loaded now (once per process: a worker imports it
+    before forking its pool), and every task of every DAG that loads becomes a Celery task named
+    ``<dag_id>.<task_id>``; without it the DAGs load on first use (the CLI).
     """
     settings = settings or Settings.from_env()
     app = Celery("beatflow", set_as_current=False)
