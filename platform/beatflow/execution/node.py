@@ -22,6 +22,7 @@ from beatflow.dag.model import DAG, Ref, TaskSpec
 from beatflow.errors import ResultError, StoreUnavailableError
 from beatflow.execution import events, rules
 from beatflow.execution.context import TaskContext, make_logger
+from beatflow.execution.options import store_retry_delay
 from beatflow.logs import correlation
 
 if TYPE_CHECKING:
@@ -30,7 +31,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-STORE_RETRY_MAX_DELAY = 30.0
 UPSTREAM_WAIT_RETRIES = 20
 # A task run whose worker died (SIGKILL, OOM, hard time limit) is taken over and run again, up
 # to this many times beyond its own retries; then it is dead-lettered instead of looping forever.
@@ -58,10 +58,6 @@ def dedupe_key_for(spec: TaskSpec, dag: DAG, run: DagRunRecord, map_index: int) 
     return spec.dedupe_key.format(**fields)
 
 
-def _store_backoff(retries: int) -> float:
-    return float(min(STORE_RETRY_MAX_DELAY, 0.5 * 2**retries) * (0.5 + random.random() / 2))
-
-
 def run_node(
     runtime: Runtime, task: CeleryTask, dag: DAG, spec: TaskSpec, run_id: str, map_index: int | None
 ) -> None:
@@ -77,7 +73,7 @@ def run_node(
         try:
             _run(runtime, task, dag, spec, run_id, index)
         except StoreUnavailableError as exc:
-            delay = _store_backoff(task.request.retries)
+            delay = store_retry_delay(task.request.retries)
             log.warning("results database unavailable (%s); retrying in %.1fs", exc, delay)
             raise task.retry(countdown=delay, exc=exc) from exc
         except (Retry, Ignore, Reject):

@@ -24,6 +24,7 @@ from beatflow.dag.model import DAG, TaskSpec
 from beatflow.dag.plan import at_path
 from beatflow.errors import BeatflowError, StoreUnavailableError
 from beatflow.execution import node
+from beatflow.execution.options import TASK_OPTIONS, store_retry_delay
 from beatflow.execution.runtime import Runtime, runtime_of
 from beatflow.scheduler import tasks as scheduler_tasks
 from beatflow.settings import Settings
@@ -67,19 +68,7 @@ def _register_node(app: Celery, dag: DAG, spec: TaskSpec) -> None:
         current = runtime.dag(dag_id)  # the DAG as loaded in this process
         node.run_node(runtime, self, current, current.tasks[task_id], run_id, map_index)
 
-    # Results live in the results DB: nothing is written to the Celery result backend except
-    # what chords need to count their parts.
-    options: dict[str, Any] = {
-        "name": name,
-        "bind": True,
-        "acks_late": True,
-        "shared": False,
-        "reject_on_worker_lost": True,
-        "ignore_result": True,
-        # Tries are counted in the results DB (the task's own retries,
-        # waits for a lease or the database): Celery must not cap them.
-        "max_retries": None,
-    }
+    options: dict[str, Any] = {"name": name, **TASK_OPTIONS}
     if spec.soft_time_limit is not None:
         options["soft_time_limit"] = spec.soft_time_limit
     if spec.time_limit is not None:
@@ -91,41 +80,20 @@ def _register_node(app: Celery, dag: DAG, spec: TaskSpec) -> None:
 
 
 def _register_builtin(app: Celery) -> None:
-    @app.task(
-        name=SEGMENT_TASK,
-        bind=True,
-        acks_late=True,
-        ignore_result=True,
-        shared=False,
-        max_retries=None,
-    )  # type: ignore[untyped-decorator]
+    @app.task(name=SEGMENT_TASK, **TASK_OPTIONS)  # type: ignore[untyped-decorator]
     def segment(self: CeleryTask, dag_id: str, run_id: str, path: str) -> None:
         dag = runtime_of(self.app).dag(dag_id)
         sub = at_path(plan_for(dag).root, path)
         self.replace(compile_node(self.app, dag, run_id, sub, path))
 
-    @app.task(
-        name=MAP_CHUNK_TASK,
-        bind=True,
-        acks_late=True,
-        ignore_result=True,
-        shared=False,
-        max_retries=None,
-    )  # type: ignore[untyped-decorator]
+    @app.task(name=MAP_CHUNK_TASK, **TASK_OPTIONS)  # type: ignore[untyped-decorator]
     def map_chunk(
         self: CeleryTask, dag_id: str, task_id: str, run_id: str, start: int, end: int
     ) -> None:
         dag = runtime_of(self.app).dag(dag_id)
         self.replace(map_signatures(self.app, dag, task_id, run_id, start, end))
 
-    @app.task(
-        name=FINISH_TASK,
-        bind=True,
-        acks_late=True,
-        ignore_result=True,
-        shared=False,
-        max_retries=None,
-    )  # type: ignore[untyped-decorator]
+    @app.task(name=FINISH_TASK, **TASK_OPTIONS)  # type: ignore[untyped-decorator]
     def finish_run(self: CeleryTask, dag_id: str, run_id: str) -> str:
         from beatflow.runs.lifecycle import close_run
 
@@ -133,4 +101,4 @@ def _register_builtin(app: Celery) -> None:
         try:
             return close_run(runtime, dag_id, run_id)
         except StoreUnavailableError as exc:
-            raise self.retry(countdown=node._store_backoff(self.request.retries), exc=exc) from exc
+            raise self.retry(countdown=store_retry_delay(self.request.retries), exc=exc) from exc

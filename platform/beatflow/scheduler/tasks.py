@@ -12,6 +12,7 @@ from celery import Celery
 from celery import Task as CeleryTask
 
 from beatflow.errors import DagNotFoundError, StoreUnavailableError
+from beatflow.execution.options import TASK_OPTIONS, store_retry_delay
 
 log = logging.getLogger(__name__)
 
@@ -23,14 +24,7 @@ FIRE_TRIGGERS = frozenset({"scheduled", "catchup"})
 def register(app: Celery) -> None:
     """Register beatflow's scheduler tasks on ``app``."""
 
-    @app.task(
-        name=FIRE_TASK,
-        bind=True,
-        acks_late=True,
-        ignore_result=True,
-        shared=False,
-        max_retries=None,
-    )  # type: ignore[untyped-decorator]
+    @app.task(name=FIRE_TASK, **TASK_OPTIONS)  # type: ignore[untyped-decorator]
     def fire_schedule(
         self: CeleryTask,
         dag_id: str,
@@ -41,25 +35,16 @@ def register(app: Celery) -> None:
         try:
             return fire(self.app, dag_id, logical_date, leader_epoch, trigger)
         except StoreUnavailableError as exc:
-            delay = min(60, 2 ** min(self.request.retries, 6))
-            raise self.retry(countdown=delay, exc=exc) from exc
+            raise self.retry(countdown=store_retry_delay(self.request.retries), exc=exc) from exc
 
-    @app.task(  # type: ignore[untyped-decorator]
-        name=FIRE_BATCH_TASK,
-        bind=True,
-        acks_late=True,
-        ignore_result=True,
-        shared=False,
-        max_retries=None,
-    )
+    @app.task(name=FIRE_BATCH_TASK, **TASK_OPTIONS)  # type: ignore[untyped-decorator]
     def fire_schedules(self: CeleryTask, fires: list[list[str]], leader_epoch: int) -> int:
         created = 0
         try:
             for dag_id, logical_date, trigger in fires:
                 created += fire(self.app, dag_id, logical_date, leader_epoch, trigger) is not None
         except StoreUnavailableError as exc:  # the whole batch again: each fire is idempotent
-            delay = min(60, 2 ** min(self.request.retries, 6))
-            raise self.retry(countdown=delay, max_retries=None, exc=exc) from exc
+            raise self.retry(countdown=store_retry_delay(self.request.retries), exc=exc) from exc
         return created
 
 
