@@ -9,28 +9,27 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
 
-# DAG run states
-DAG_QUEUED = "queued"
-DAG_RUNNING = "running"
-DAG_SUCCESS = "success"
-DAG_FAILED = "failed"
-DAG_RUN_STATES = frozenset({DAG_QUEUED, DAG_RUNNING, DAG_SUCCESS, DAG_FAILED})
-DAG_RUN_ACTIVE_STATES = frozenset({DAG_QUEUED, DAG_RUNNING})
-DAG_RUN_FINISHED_STATES = frozenset({DAG_SUCCESS, DAG_FAILED})
+from beatflow.states import DAG_RUN_ACTIVE, DAG_RUN_FINAL, TASK_RUN_FINAL, DagRunState, TaskRunState
 
-# task run states
-TASK_RUNNING = "running"
-TASK_UP_FOR_RETRY = "up_for_retry"
-TASK_SUCCESS = "success"
-TASK_FAILED = "failed"
-TASK_UPSTREAM_FAILED = "upstream_failed"
-TASK_SKIPPED = "skipped"
-TASK_RUN_STATES = frozenset(
-    {TASK_RUNNING, TASK_UP_FOR_RETRY, TASK_SUCCESS, TASK_FAILED, TASK_UPSTREAM_FAILED, TASK_SKIPPED}
-)
-TASK_RUN_TERMINAL_STATES = frozenset(
-    {TASK_SUCCESS, TASK_FAILED, TASK_UPSTREAM_FAILED, TASK_SKIPPED}
-)
+# DAG run and task run states: the StrEnums of beatflow.states (equal to their string values)
+DAG_QUEUED = DagRunState.QUEUED
+DAG_RUNNING = DagRunState.RUNNING
+DAG_SUCCESS = DagRunState.SUCCESS
+DAG_FAILED = DagRunState.FAILED
+DAG_CANCELLED = DagRunState.CANCELLED
+DAG_RUN_STATES = frozenset(DagRunState)
+DAG_RUN_ACTIVE_STATES = DAG_RUN_ACTIVE
+DAG_RUN_FINISHED_STATES = DAG_RUN_FINAL
+
+TASK_RUNNING = TaskRunState.RUNNING
+TASK_UP_FOR_RETRY = TaskRunState.UP_FOR_RETRY
+TASK_SUCCESS = TaskRunState.SUCCESS
+TASK_FAILED = TaskRunState.FAILED
+TASK_UPSTREAM_FAILED = TaskRunState.UPSTREAM_FAILED
+TASK_SKIPPED = TaskRunState.SKIPPED
+TASK_CANCELLED = TaskRunState.CANCELLED
+TASK_RUN_STATES = frozenset(TaskRunState)
+TASK_RUN_TERMINAL_STATES = TASK_RUN_FINAL
 # states a running worker may finish its claimed task run with
 TASK_RUN_FINISH_STATES = frozenset({TASK_SUCCESS, TASK_FAILED, TASK_UP_FOR_RETRY})
 # states decided without running the task (trigger rules); `failed` covers "could not even start"
