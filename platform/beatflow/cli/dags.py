@@ -269,7 +269,7 @@ def _parse_date(value: str, name: str) -> datetime:
 @click.option("--json", "as_json", is_flag=True)
 def backfill(dag_id: str, start: str, end: str, as_json: bool) -> None:
     """Create the scheduled runs of a past range (idempotent: existing runs are kept)."""
-    from beatflow.scheduler.backfill import backfill as run_backfill
+    from beatflow.runs.backfill import backfill as run_backfill
 
     begin, finish = _parse_date(start, "--start"), _parse_date(end, "--end")
     if finish < begin:

@@ -26,7 +26,7 @@ from beatflow.errors import BeatflowError, StoreUnavailableError
 from beatflow.execution import node
 from beatflow.execution.options import TASK_OPTIONS, store_retry_delay
 from beatflow.execution.runtime import Runtime, runtime_of
-from beatflow.scheduler import tasks as scheduler_tasks
+from beatflow.runs import fire as scheduler_tasks
 from beatflow.settings import Settings
 
 log = logging.getLogger(__name__)

@@ -19,13 +19,13 @@ from celery.signals import beat_init
 from redbeat.schedulers import RedBeatScheduler, acquire_distributed_beat_lock
 
 from beatflow.dag.loader import discover
+from beatflow.runs.fire import FIRE_BATCH_TASK
 from beatflow.scheduler import checks, keys
 from beatflow.scheduler.clock import Clock
 from beatflow.scheduler.election import LeaderElection
 from beatflow.scheduler.firing import Dispatcher
 from beatflow.scheduler.plan import Fire
 from beatflow.scheduler.sync import specs_of, write_entries
-from beatflow.scheduler.tasks import FIRE_BATCH_TASK
 from beatflow.settings import Settings, mask_url
 
 log = logging.getLogger(__name__)

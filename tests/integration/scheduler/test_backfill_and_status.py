@@ -16,7 +16,7 @@ from celery import Celery
 from beatflow.app import create_app
 from beatflow.errors import SchedulerError
 from beatflow.runs import make_run_id
-from beatflow.scheduler.backfill import backfill
+from beatflow.runs.backfill import backfill
 from beatflow.settings import Settings
 from tests import procs
 from tests.integration.scheduler.beatcluster import BeatCluster, dag_source
