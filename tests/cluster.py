@@ -12,7 +12,7 @@ from pathlib import Path
 from celery import Celery
 
 from beatflow.app import create_app
-from beatflow.execution.runtime import runtime_of
+from beatflow.runtime import runtime_of
 from beatflow.runs import follow_run, trigger_dag
 from beatflow.settings import Settings
 from beatflow.store import DagRunRecord, Store, TaskRunRecord

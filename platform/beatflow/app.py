@@ -1,5 +1,7 @@
-"""create_app(settings) -> Celery, and get_app() for `celery -A beatflow`: one app per process,
-configured from Settings, that registers every loaded DAG's tasks as `<dag_id>.<task_id>`."""
+"""The composition root. ``create_app(settings)`` builds one Celery app from Settings (built once,
+here), attaches the process's :class:`~beatflow.runtime.Runtime` and registers every task:
+beatflow's own and, when asked, every loaded DAG's as ``<dag_id>.<task_id>``. ``get_app()`` is
+the process-wide app ``celery -A beatflow`` uses."""
 
 from __future__ import annotations
 
@@ -9,13 +11,29 @@ from typing import Any
 
 from celery import Celery, signals
 
+from beatflow.dag.loader import load_dags as load_dags_folder
+from beatflow.execution.lease import LeaseKeeper
+from beatflow.execution.tasks import install
 from beatflow.logs import configure_logging
+from beatflow.observability.flower import configure_if_flower
+from beatflow.runtime import Runtime, attach, runtime_of
 from beatflow.settings import Settings
+from beatflow.store import Store
 
 log = logging.getLogger(__name__)
 
 _lock = threading.Lock()
 _app: Celery | None = None
+
+
+def _open_store(settings: Settings) -> Store:
+    store = Store.from_settings(settings)
+    store.ensure_ready()
+    return store
+
+
+def _make_leases(runtime: Runtime) -> LeaseKeeper:
+    return LeaseKeeper(lambda k, t: runtime.store.renew_lease(k, t), runtime.settings.lease_seconds)
 
 
 def create_app(settings: Settings | None = None, *, load_dags: bool = True) -> Celery:
@@ -28,10 +46,15 @@ def create_app(settings: Settings | None = None, *, load_dags: bool = True) -> C
     settings = settings or Settings.from_env()
     app = Celery("beatflow", set_as_current=False)
     app.conf.update(settings.celery_config())
-    app.beatflow_settings = settings
-    from beatflow.execution.tasks import install
-
-    install(app, settings, load_dags=load_dags)
+    runtime = Runtime(
+        app,
+        settings,
+        load_dags=lambda: load_dags_folder(settings.dags_folder),
+        open_store=lambda: _open_store(settings),
+        make_leases=_make_leases,
+    )
+    attach(app, runtime)
+    install(app, runtime, load_dags=load_dags)
     return app
 
 
@@ -43,19 +66,12 @@ def get_app() -> Celery:
             _app = create_app()
             _app.set_current()
             _app.set_default()
-            from beatflow.observability.flower import configure_if_flower
-
-            configure_if_flower(settings_of(_app))  # `celery -A beatflow flower`: auth on
+            configure_if_flower(runtime_of(_app).settings)  # `celery -A beatflow flower`: auth on
         return _app
-
-
-def settings_of(app: Celery) -> Settings:
-    settings: Settings = app.beatflow_settings
-    return settings
 
 
 @signals.setup_logging.connect  # type: ignore[untyped-decorator]
 def _setup_logging(**_: Any) -> None:
     # Connecting this signal stops Celery from installing its own root handler.
-    settings = _app.beatflow_settings if _app is not None else Settings.from_env()
+    settings = runtime_of(_app).settings if _app is not None else Settings.from_env()
     configure_logging(settings)

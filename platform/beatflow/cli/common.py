@@ -14,7 +14,7 @@ from beatflow.settings import Settings
 if TYPE_CHECKING:
     from celery import Celery
 
-    from beatflow.execution.runtime import Runtime
+    from beatflow.runtime import Runtime
 
 
 def load_settings() -> Settings:
@@ -45,6 +45,6 @@ def get_app_or_exit() -> Celery:
 
 
 def runtime_or_exit() -> Runtime:
-    from beatflow.execution.runtime import runtime_of
+    from beatflow.runtime import runtime_of
 
     return runtime_of(get_app_or_exit())

@@ -214,7 +214,7 @@ def trigger(
         click.echo(f"error: {exc}", err=True)
         sys.exit(3)
     if as_json:
-        from beatflow.execution.runtime import runtime_of
+        from beatflow.runtime import runtime_of
 
         store = runtime_of(app).store
         echo_json(

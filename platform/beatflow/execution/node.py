@@ -26,7 +26,7 @@ from beatflow.execution.options import store_retry_delay
 from beatflow.logs import correlation
 
 if TYPE_CHECKING:
-    from beatflow.execution.runtime import Runtime
+    from beatflow.runtime import Runtime
     from beatflow.store import DagRunRecord, Store, TaskRunRecord
 
 log = logging.getLogger(__name__)

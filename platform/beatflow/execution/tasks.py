@@ -25,17 +25,14 @@ from beatflow.dag.plan import at_path
 from beatflow.errors import BeatflowError, StoreUnavailableError
 from beatflow.execution import node
 from beatflow.execution.options import TASK_OPTIONS, store_retry_delay
-from beatflow.execution.runtime import Runtime, runtime_of
 from beatflow.runs import fire as scheduler_tasks
-from beatflow.settings import Settings
+from beatflow.runtime import Runtime, runtime_of
 
 log = logging.getLogger(__name__)
 
 
-def install(app: Celery, settings: Settings, *, load_dags: bool = True) -> Runtime:
-    """Attach a Runtime to ``app`` and register beatflow's tasks (and the DAGs' when asked)."""
-    runtime = Runtime(app, settings)
-    app.beatflow = runtime
+def install(app: Celery, runtime: Runtime, *, load_dags: bool = True) -> None:
+    """Register beatflow's tasks on ``app`` (and the DAGs' when asked)."""
     _register_builtin(app)
     scheduler_tasks.register(app)
     if load_dags:
@@ -49,8 +46,6 @@ def install(app: Celery, settings: Settings, *, load_dags: bool = True) -> Runti
             runtime.store  # noqa: B018 - connects and checks the schema
         except BeatflowError as exc:
             log.warning("results database not reachable at worker start: %s", exc)
-
-    return runtime
 
 
 def register_dag_tasks(app: Celery, bag: DagBag) -> None:

@@ -19,7 +19,7 @@ MAX_BACKFILL_TICKS = 10_000
 
 def backfill_ticks(app: Celery, dag_id: str, start: datetime, end: datetime) -> list[datetime]:
     """The ticks of ``dag_id`` in ``[start, end]``, inside its start_date/end_date, oldest first."""
-    from beatflow.execution.runtime import runtime_of
+    from beatflow.runtime import runtime_of
 
     dag = runtime_of(app).dag(dag_id)
     if dag.schedule is None:

@@ -52,7 +52,7 @@ def fire(
     app: Celery, dag_id: str, logical_date: str, leader_epoch: int, trigger: str = "scheduled"
 ) -> str | None:
     """Create (or find) the DAG run of one tick; None when the DAG is paused or unknown here."""
-    from beatflow.execution.runtime import runtime_of
+    from beatflow.runtime import runtime_of
     from beatflow.runs import make_run_id, trigger_dag
 
     runtime = runtime_of(app)

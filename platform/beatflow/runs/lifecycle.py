@@ -15,7 +15,7 @@ from celery.canvas import Signature
 from beatflow.dag.compile import compile_run
 from beatflow.errors import BeatflowError, StoreUnavailableError
 from beatflow.execution import events, rules
-from beatflow.execution.runtime import Runtime, runtime_of
+from beatflow.runtime import Runtime, runtime_of
 
 if TYPE_CHECKING:
     from beatflow.store import DagRunRecord, TaskRunRecord

@@ -11,7 +11,7 @@ from celery import Celery
 
 from beatflow.dag.compile import compile_run
 from beatflow.errors import BeatflowError
-from beatflow.execution.runtime import runtime_of
+from beatflow.runtime import runtime_of
 from beatflow.runs.lifecycle import send_canvas
 
 if TYPE_CHECKING:

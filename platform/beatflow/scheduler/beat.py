@@ -74,9 +74,9 @@ class BeatflowScheduler(RedBeatScheduler):  # type: ignore[misc]
     """The beat scheduler ``celery -A beatflow beat`` runs (see ``settings.celery_config``)."""
 
     def __init__(self, app: Celery, *args: Any, **kwargs: Any) -> None:
-        from beatflow.app import settings_of
+        from beatflow.runtime import runtime_of
 
-        self.settings = settings_of(app)
+        self.settings = runtime_of(app).settings
         super().__init__(app, *args, **kwargs)
         self.lock_key = None  # RedBeat's own lock code stays off: the election owns the lock
         self.loop_interval = self.settings.beat_loop_interval
@@ -275,6 +275,6 @@ class BeatflowScheduler(RedBeatScheduler):  # type: ignore[misc]
         return int(runs[0].leader_epoch or 0) if runs else 0
 
     def _runtime(self) -> Any:
-        from beatflow.execution.runtime import runtime_of
+        from beatflow.runtime import runtime_of
 
         return runtime_of(self.app)
