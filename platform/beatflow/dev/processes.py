@@ -15,11 +15,13 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO
-
-import psutil
+from types import ModuleType
+from typing import IO, TYPE_CHECKING
 
 from beatflow.errors import DevStackError
+
+if TYPE_CHECKING:
+    import psutil
 
 log = logging.getLogger(__name__)
 
@@ -164,15 +166,30 @@ class Supervisor:
                 self.children.remove(child)
 
 
+def _psutil() -> ModuleType:
+    """psutil, imported only by the embedded stack: a plain install (workers, beats, Flower,
+    the exporter) never needs it, so it comes with the ``embedded`` extra, not the runtime."""
+    try:
+        import psutil
+    except ImportError as exc:
+        raise DevStackError(
+            "`beatflow dev` needs psutil to supervise its processes: "
+            "pip install 'beatflow[embedded]' (or pip install psutil)"
+        ) from exc
+    module: ModuleType = psutil  # untyped library
+    return module
+
+
 def _signal_group(pgid: int, sig: signal.Signals) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pgid, sig)
 
 
 def _write_pid_file(path: Path, pid: int, argv: Sequence[str]) -> None:
+    ps = _psutil()
     try:
-        started = psutil.Process(pid).create_time()
-    except psutil.Error:  # it died at once: the caller sees that from its return code
+        started = ps.Process(pid).create_time()
+    except ps.Error:  # it died at once: the caller sees that from its return code
         started = 0.0
     # Written whole or not at all: a reader never sees half a record.
     tmp = path.with_name(f".{path.name}.tmp")
@@ -190,35 +207,36 @@ def reap_stale(run_dir: Path, grace: float = 10.0, last: Sequence[str] = ("redis
     reaped: list[str] = []
     if not run_dir.is_dir():
         return reaped
+    ps = _psutil()
     found: list[tuple[str, psutil.Process]] = []
     for path in sorted(run_dir.glob(f"*{PID_SUFFIX}")):
         name = path.name[: -len(PID_SUFFIX)]
         try:
             record = json.loads(path.read_text())
-            proc = psutil.Process(int(record["pid"]))
+            proc = ps.Process(int(record["pid"]))
             if abs(proc.create_time() - float(record["started"])) > 0.01:
-                raise psutil.NoSuchProcess(int(record["pid"]))
+                raise ps.NoSuchProcess(int(record["pid"]))
             found.append((name, proc))
-        except (OSError, ValueError, KeyError, TypeError, psutil.Error):
+        except (OSError, ValueError, KeyError, TypeError, ps.Error):
             pass
         path.unlink(missing_ok=True)
     for batch in ([f for f in found if f[0] not in last], [f for f in found if f[0] in last]):
         victims: list[psutil.Process] = []
         for name, proc in batch:
-            with contextlib.suppress(psutil.Error):
+            with contextlib.suppress(ps.Error):
                 victims += [proc, *proc.children(recursive=True)]
             _signal_group(proc.pid, signal.SIGTERM)
             reaped.append(f"{name} (pid {proc.pid})")
-        _, alive = psutil.wait_procs(victims, timeout=grace)
+        _, alive = ps.wait_procs(victims, timeout=grace)
         for proc in alive:
-            with contextlib.suppress(psutil.Error):
+            with contextlib.suppress(ps.Error):
                 _signal_group(proc.pid, signal.SIGKILL)
                 proc.kill()
-        psutil.wait_procs(alive, timeout=5)
+        ps.wait_procs(alive, timeout=5)
     # Celery's own pid files (beat --pidfile) of processes that are gone.
     for path in run_dir.glob("*.celery.pid"):
         with contextlib.suppress(OSError, ValueError):
             pid = int(path.read_text().strip() or 0)
-            if pid <= 0 or not psutil.pid_exists(pid):
+            if pid <= 0 or not ps.pid_exists(pid):
                 path.unlink(missing_ok=True)
     return reaped
