@@ -13,6 +13,7 @@ BeatflowError
 │   └── ResultError            a task's return value is not JSON or is too large
 ├── LeaseHeldError           another live worker holds the task run's lease
 ├── SchedulerError           the beat cannot run with these settings
+│   └── StaleLeaderError       a deposed beat leader's write was refused
 └── DevStackError            `beatflow dev` cannot start its Redis or a child process
 """
 
@@ -127,6 +128,18 @@ class LeaseHeldError(BeatflowError):
 
 class SchedulerError(BeatflowError):
     """Raised when the beat cannot run safely with the given settings or Redis."""
+
+
+class StaleLeaderError(SchedulerError):
+    """Raised when a write made for a beat leader epoch older than the newest one is refused."""
+
+    def __init__(self, epoch: int, newest: int) -> None:
+        self.epoch = epoch
+        self.newest = newest
+        super().__init__(
+            f"beat leader epoch {epoch} is older than the newest epoch {newest}: "
+            "this beat lost the lock, its write is refused"
+        )
 
 
 class DevStackError(BeatflowError):

@@ -82,21 +82,29 @@ def list_(as_json: bool) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts.")
 def check(as_json: bool) -> None:
     """Load every DAG; exit 1 if any module or DAG is broken (for CI in your repo)."""
+    from beatflow.scheduler.checks import schedule_problems
+
     bag = _bag()
+    unschedulable = schedule_problems(bag.dags.values())
+    ok = bag.ok and not unschedulable
     if as_json:
         echo_json(
             {
-                "ok": bag.ok,
+                "ok": ok,
                 "dags": sorted(bag.dags),
                 "seconds": round(bag.seconds, 3),
                 "errors": [_error_json(e) for e in bag.errors],
+                "schedule_errors": unschedulable,
             }
         )
     else:
         for err in bag.errors:
             click.echo(f"error: {err}", err=True)
-        click.echo(f"{len(bag.dags)} DAGs loaded, {len(bag.errors)} broken ({bag.seconds:.2f}s)")
-    sys.exit(0 if bag.ok else 1)
+        for problem in unschedulable:
+            click.echo(f"error: {problem}", err=True)
+        broken = len(bag.errors) + len(unschedulable)
+        click.echo(f"{len(bag.dags)} DAGs loaded, {broken} broken ({bag.seconds:.2f}s)")
+    sys.exit(0 if ok else 1)
 
 
 @dags.command()

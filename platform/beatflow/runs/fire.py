@@ -1,28 +1,89 @@
-"""The Celery tasks beat fires become on a worker: ``beatflow.fire_schedules`` (what the beat
-sends: a batch of ``[dag_id, logical_date, trigger]`` and the leader epoch) and
-``beatflow.fire_schedule`` (one tick) turn ticks into DAG runs whose ids derive from the tick,
-so any number of fires of one tick make one run."""
+"""Scheduled ticks becoming DAG runs.
+
+The beat creates the DAG run of each tick itself (:func:`create_scheduled_run`), in the results
+DB, behind the leader-epoch fence, *before* it advances the DAG's watermark: a tick the
+watermark passed always has its run. A tick whose DAG cannot run (a required param without a
+default) becomes a failed run with its reason. Then the beat sends ``beatflow.fire_schedules``
+(a batch of ``[dag_id, logical_date, trigger]`` and the leader epoch) and a worker dispatches
+those runs. A worker that has not loaded the DAG retries later; the run waits queued meanwhile
+(the reconciler dispatches it too). A fire from an epoch older than the newest one is refused.
+"""
 
 from __future__ import annotations
 
 import logging
 from datetime import UTC, datetime
+from typing import TYPE_CHECKING
 
 from celery import Celery
 from celery import Task as CeleryTask
 
-from beatflow.errors import DagNotFoundError, StoreUnavailableError
+from beatflow.errors import (
+    ConfError,
+    DagNotFoundError,
+    StaleLeaderError,
+    StoreUnavailableError,
+)
 from beatflow.execution.options import TASK_OPTIONS, store_retry_delay
+from beatflow.runtime import Runtime, runtime_of
+
+if TYPE_CHECKING:
+    from beatflow.store import DagRunRecord
 
 log = logging.getLogger(__name__)
 
 FIRE_TASK = "beatflow.fire_schedule"
 FIRE_BATCH_TASK = "beatflow.fire_schedules"
 FIRE_TRIGGERS = frozenset({"scheduled", "catchup"})
+# a worker that has not loaded the DAG retries this often (deploy skew: the beat has the new
+# DAG before the workers restart), then leaves the queued run to the reconciler
+UNKNOWN_DAG_RETRIES = 20
+UNKNOWN_DAG_DELAY = 15.0
+
+
+def scheduled_run_id(tick: datetime) -> str:
+    """``scheduled__<tick in UTC>``: one run per tick however many times it is fired."""
+    return f"scheduled__{tick.astimezone(UTC).isoformat(timespec='microseconds')}"
+
+
+def create_scheduled_run(
+    runtime: Runtime, dag_id: str, tick: datetime, trigger: str, epoch: int
+) -> DagRunRecord:
+    """Create (or find) the DAG run of one tick, fenced by ``epoch``.
+
+    A DAG whose params cannot be resolved without a conf gets a *failed* run carrying the reason,
+    so the tick is recorded, never silently dropped. Raises StaleLeaderError when a newer leader
+    epoch is recorded, StoreUnavailableError when the DB is down, DagNotFoundError when the DAG
+    is not loaded here.
+    """
+    dag = runtime.dag(dag_id)
+    reason: str | None = None
+    try:
+        conf = dag.resolve_conf(None)
+    except ConfError as exc:
+        conf, reason = {}, f"the scheduled run cannot start: {exc}"
+    record, created = runtime.store.create_fenced_dag_run(
+        dag_id,
+        scheduled_run_id(tick),
+        logical_date=tick,
+        trigger=trigger if trigger in FIRE_TRIGGERS else "scheduled",
+        conf=conf,
+        leader_epoch=epoch,
+        failure_reason=reason,
+    )
+    if created and reason is not None:
+        log.error(
+            "DAG %s tick %s recorded as a failed run: %s",
+            dag_id,
+            tick.isoformat(),
+            reason,
+            extra={"dag_id": dag_id, "run_id": record.run_id},
+        )
+    return record
 
 
 def register(app: Celery) -> None:
-    """Register beatflow's scheduler tasks on ``app``."""
+    """Register beatflow's fire tasks on ``app``."""
 
     @app.task(name=FIRE_TASK, **TASK_OPTIONS)  # type: ignore[untyped-decorator]
     def fire_schedule(
@@ -31,56 +92,76 @@ def register(app: Celery) -> None:
         logical_date: str,
         leader_epoch: int,
         trigger: str = "scheduled",
-    ) -> str | None:
-        try:
-            return fire(self.app, dag_id, logical_date, leader_epoch, trigger)
-        except StoreUnavailableError as exc:
-            raise self.retry(countdown=store_retry_delay(self.request.retries), exc=exc) from exc
+    ) -> int:
+        return fire_batch(self, [[dag_id, logical_date, trigger]], leader_epoch)
 
     @app.task(name=FIRE_BATCH_TASK, **TASK_OPTIONS)  # type: ignore[untyped-decorator]
     def fire_schedules(self: CeleryTask, fires: list[list[str]], leader_epoch: int) -> int:
-        created = 0
-        try:
-            for dag_id, logical_date, trigger in fires:
-                created += fire(self.app, dag_id, logical_date, leader_epoch, trigger) is not None
-        except StoreUnavailableError as exc:  # the whole batch again: each fire is idempotent
-            raise self.retry(countdown=store_retry_delay(self.request.retries), exc=exc) from exc
-        return created
+        return fire_batch(self, fires, leader_epoch)
 
 
-def fire(
-    app: Celery, dag_id: str, logical_date: str, leader_epoch: int, trigger: str = "scheduled"
-) -> str | None:
-    """Create (or find) the DAG run of one tick; None when the DAG is paused or unknown here."""
-    from beatflow.runtime import runtime_of
-    from beatflow.runs import make_run_id, trigger_dag
-
-    runtime = runtime_of(app)
-    tick = datetime.fromisoformat(logical_date)
-    tick = tick if tick.tzinfo else tick.replace(tzinfo=UTC)
-    if trigger not in FIRE_TRIGGERS:
-        trigger = "scheduled"
-    if runtime.store.is_paused(dag_id):
-        log.info(
-            "DAG %s is paused: tick %s not run", dag_id, logical_date, extra={"dag_id": dag_id}
-        )
-        return None
+def fire_batch(task: CeleryTask, fires: list[list[str]], leader_epoch: int) -> int:
+    """Dispatch the runs of a batch of ticks, each DAG on its own: one DAG's failure never
+    touches another's. Returns the number of DAGs dispatched."""
+    runtime = runtime_of(task.app)
     try:
-        record = trigger_dag(
-            app,
-            dag_id,
-            run_id=make_run_id("scheduled", tick),
-            logical_date=tick,
-            trigger=trigger,
-            leader_epoch=leader_epoch,
+        newest = runtime.store.epoch_floor()
+    except StoreUnavailableError as exc:
+        raise task.retry(countdown=store_retry_delay(task.request.retries), exc=exc) from exc
+    if int(leader_epoch) < newest:
+        log.warning(
+            "fire of %d tick(s) from beat epoch %s refused: epoch %d leads now",
+            len(fires),
+            leader_epoch,
+            newest,
         )
-    except DagNotFoundError:
-        log.error(
-            "DAG %s is scheduled but not loaded on this worker (tick %s dropped); "
-            "restart the workers after adding DAGs",
-            dag_id,
-            logical_date,
-            extra={"dag_id": dag_id},
-        )
-        return None
-    return record.run_id
+        return 0
+    unknown: list[list[str]] = []
+    dispatched = 0
+    for dag_id in dict.fromkeys(f[0] for f in fires):
+        mine = [f for f in fires if f[0] == dag_id]
+        try:
+            fire_dag(runtime, dag_id, mine, int(leader_epoch))
+            dispatched += 1
+        except DagNotFoundError:
+            unknown += mine
+        except StaleLeaderError as exc:
+            log.warning("fire of DAG %s refused: %s", dag_id, exc, extra={"dag_id": dag_id})
+        except StoreUnavailableError:
+            unknown += mine  # retried below like an unknown DAG; fires are idempotent
+        except Exception:  # noqa: BLE001 - one DAG's failure must not cost the others
+            log.exception(
+                "dispatching the scheduled runs of DAG %s failed; they wait queued for the "
+                "reconciler",
+                dag_id,
+                extra={"dag_id": dag_id},
+            )
+    if unknown:
+        retries = task.request.retries
+        if retries >= UNKNOWN_DAG_RETRIES:
+            log.error(
+                "DAG(s) %s still not dispatched after %d tries; their runs wait queued for "
+                "the reconciler (restart the workers after adding DAGs)",
+                sorted({f[0] for f in unknown}),
+                retries,
+            )
+            return dispatched
+        delay = min(UNKNOWN_DAG_DELAY, store_retry_delay(retries) + 1.0)
+        raise task.retry(args=[unknown, leader_epoch], countdown=delay)
+    return dispatched
+
+
+def fire_dag(runtime: Runtime, dag_id: str, fires: list[list[str]], epoch: int) -> None:
+    """Make sure each tick's run exists (a beat older than this version did not create it),
+    then dispatch the DAG's queued runs."""
+    from beatflow.runs.lifecycle import dispatch_waiting
+
+    for _, logical_date, trigger in fires:
+        tick = datetime.fromisoformat(logical_date)
+        tick = tick if tick.tzinfo else tick.replace(tzinfo=UTC)
+        if runtime.store.get_dag_run(dag_id, scheduled_run_id(tick)) is None:
+            create_scheduled_run(runtime, dag_id, tick, trigger, epoch)
+    if runtime.store.is_paused(dag_id):
+        log.info("DAG %s is paused: its runs wait queued", dag_id, extra={"dag_id": dag_id})
+        return
+    dispatch_waiting(runtime, dag_id)

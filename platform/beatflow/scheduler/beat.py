@@ -19,7 +19,7 @@ from celery.signals import beat_init
 from redbeat.schedulers import RedBeatScheduler, acquire_distributed_beat_lock
 
 from beatflow.dag.loader import discover
-from beatflow.runs.fire import FIRE_BATCH_TASK
+from beatflow.runs.fire import FIRE_BATCH_TASK, create_scheduled_run
 from beatflow.scheduler import checks, keys
 from beatflow.scheduler.clock import Clock
 from beatflow.scheduler.election import LeaderElection
@@ -91,12 +91,13 @@ class BeatflowScheduler(RedBeatScheduler):  # type: ignore[misc]
         )
         self.dispatcher = Dispatcher(
             self.client,
+            self._create,
             self._send,
             failover_grace(self.settings),
             timedelta(seconds=self.settings.catchup_window),
-            latest_logical_date=lambda d: self._runtime().store.latest_logical_date(d),
+            latest_logical_date=lambda d: self._runtime().store.latest_scheduled_logical_date(d),
             paused_dag_ids=lambda: self._runtime().store.paused_dag_ids(),
-            newest_epoch=self._newest_epoch,
+            newest_epoch=lambda: self._runtime().store.epoch_floor(),
         )
         self._started = False
         self._closed = False
@@ -158,6 +159,7 @@ class BeatflowScheduler(RedBeatScheduler):  # type: ignore[misc]
             # a lost lock may mean Redis restarted empty: its queue bindings are gone, so
             # forget kombu's "already declared" cache and declare the queue again on publish
             self.producer.connection.declared_entities.clear()
+            self._record_term(lease[1])
         now = self.clock.now()
         result = self.dispatcher.fire_due(now, lease)
         if result.fired:
@@ -169,6 +171,8 @@ class BeatflowScheduler(RedBeatScheduler):  # type: ignore[misc]
         if result.next_due is None:
             return self.loop_interval
         wait = result.next_due - now.timestamp()
+        if wait <= 0:  # due but not fired (a failure, retried later): never spin on it
+            return self.loop_interval
         return max(0.005, min(self.loop_interval, wait))
 
     def _start(self) -> None:
@@ -177,6 +181,22 @@ class BeatflowScheduler(RedBeatScheduler):  # type: ignore[misc]
         self._sync(None)
         self._warm_up()
         self.election.start()
+
+    def _record_term(self, epoch: int) -> None:
+        """Record our epoch in the results DB at once: from now on a deposed leader's runs are
+        refused there, even if it never fires again before waking up."""
+        try:
+            newest = self._runtime().store.raise_epoch_floor(epoch)
+        except Exception as exc:  # noqa: BLE001 - each run we create raises it anyway
+            log.warning("beat %s: cannot record epoch %d yet (%s)", self.instance, epoch, exc)
+            return
+        if newest > epoch:
+            log.warning(
+                "beat %s: epoch %d is older than epoch %d in the results DB",
+                self.instance,
+                epoch,
+                newest,
+            )
 
     def _warm_up(self) -> None:
         """Open the broker and DB connections now: a standby that takes over must fire at once,
@@ -270,9 +290,8 @@ class BeatflowScheduler(RedBeatScheduler):  # type: ignore[misc]
                     extra={"dag_id": dag_id},
                 )
 
-    def _newest_epoch(self) -> int:
-        runs = self._runtime().store.list_dag_runs(limit=1)
-        return int(runs[0].leader_epoch or 0) if runs else 0
+    def _create(self, dag_id: str, fire: Fire, epoch: int) -> None:
+        create_scheduled_run(self._runtime(), dag_id, fire.tick, fire.trigger, epoch)
 
     def _runtime(self) -> Any:
         from beatflow.runtime import runtime_of

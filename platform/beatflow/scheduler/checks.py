@@ -1,11 +1,15 @@
-"""Start-up checks of the beat: the Redis eviction policy must not be able to drop the schedule,
-the watermarks or the lock (R12)."""
+"""Checks of the beat: the Redis eviction policy must not be able to drop the schedule, the
+watermarks or the lock (R12); a scheduled DAG must be able to start without a conf."""
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterable
 
 import redis
+
+from beatflow.dag.model import DAG
+from beatflow.errors import ConfError
 
 log = logging.getLogger(__name__)
 
@@ -40,3 +44,20 @@ def check_eviction_policy(client: redis.Redis) -> str | None:
     )
     log.warning("beat: %s", message)
     return message
+
+
+def schedule_problems(dags: Iterable[DAG]) -> list[str]:
+    """Scheduled DAGs whose runs could never start: a scheduled run has no conf, so every
+    required param needs a default. (The beat records such ticks as failed runs.)"""
+    problems = []
+    for dag in dags:
+        if dag.schedule is None:
+            continue
+        try:
+            dag.resolve_conf(None)
+        except ConfError as exc:
+            problems.append(
+                f"DAG {dag.dag_id!r} is scheduled but its scheduled runs cannot start "
+                f"({'; '.join(exc.problems)}): give those params a default or drop the schedule"
+            )
+    return problems

@@ -1,36 +1,40 @@
 """Firing due ticks: read the due entries from the schedule index, plan each DAG's fires from its
-watermark, send them in small batch messages, then advance the watermarks and due times of the
-DAGs whose fires all went out in one fenced Lua call (a beat that lost the lock writes nothing).
-Work per call is bounded."""
+watermark, create each tick's DAG run in the results DB (fenced by the leader epoch), advance the
+watermarks and due times in one fenced Lua call (token and epoch checked where they land), then
+send the batch messages that make workers dispatch the runs. Each DAG on its own: one DAG's bad
+fire never holds another's; a watermark never passes a tick whose run does not exist. Work per
+call is bounded."""
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
 import redis
 
+from beatflow.errors import StaleLeaderError, StoreUnavailableError
 from beatflow.scheduler import keys
 from beatflow.scheduler.plan import Fire, ScheduleSpec, plan_fires
 
 log = logging.getLogger(__name__)
 
-# KEYS: lock, watermark hash, schedule zset; ARGV: token, then triples
+# KEYS: lock, epoch, watermark hash, schedule zset; ARGV: token, epoch, then triples
 # (dag_id, watermark iso or "", score or "-" to drop from the index)
 _ADVANCE = (
     """
 if redis.call('get', KEYS[1]) ~= ARGV[1] then return 0 end
-for i = 2, #ARGV, 3 do
+if redis.call('get', KEYS[2]) ~= ARGV[2] then return 0 end
+for i = 3, #ARGV, 3 do
   local dag_id, wm, score = ARGV[i], ARGV[i + 1], ARGV[i + 2]
-  if wm ~= '' then redis.call('hset', KEYS[2], dag_id, wm) end
+  if wm ~= '' then redis.call('hset', KEYS[3], dag_id, wm) end
   if score == '-' then
-    redis.call('zrem', KEYS[3], '"""
+    redis.call('zrem', KEYS[4], '"""
     + keys.ENTRY_PREFIX
     + """' .. dag_id)
   else
-    redis.call('zadd', KEYS[3], score, '"""
+    redis.call('zadd', KEYS[4], score, '"""
     + keys.ENTRY_PREFIX
     + """' .. dag_id)
   end
@@ -39,6 +43,11 @@ return 1
 """
 )
 
+# a DAG whose fire failed (not the DB: that DAG alone) is looked at again this much later
+RETRY_DELAY = timedelta(seconds=5)
+
+# creates (or finds) the DAG run of one tick for the given leader epoch
+Create = Callable[[str, Fire, int], None]
 # sends one message carrying a batch of (dag_id, fire) pairs, stamped with the leader epoch
 Send = Callable[[Sequence[tuple[str, Fire]], int], None]
 
@@ -56,15 +65,17 @@ class Dispatcher:
     """Fires the due ticks of the DAGs in ``specs`` (replaced wholesale by each sync)."""
 
     client: redis.Redis
+    create: Create
     send: Send
     failover_grace: timedelta
     catchup_window: timedelta
-    latest_logical_date: Callable[[str], datetime | None]
+    latest_logical_date: Callable[[str], datetime | None]  # of the DAG's scheduled runs
     paused_dag_ids: Callable[[], set[str]]
     newest_epoch: Callable[[], int]
     budget: int = 2000  # fires (and due entries) per call: bounds the work of one tick
     batch: int = 50  # fires per message
     specs: Mapping[str, ScheduleSpec] | None = None
+    unsent: list[tuple[str, Fire]] = field(default_factory=list)  # runs made, message not sent
 
     def __post_init__(self) -> None:
         self._advance = self.client.register_script(_ADVANCE)
@@ -121,36 +132,102 @@ class Dispatcher:
                     wm,
                     "-" if plan.next_due is None else str(plan.next_due.timestamp()),
                 )
-        fired = 0
-        for i in range(0, len(pending), self.batch):
-            chunk = pending[i : i + self.batch]
-            try:
-                self.send(chunk, epoch)
-            except Exception as exc:  # noqa: BLE001 - the broker is down: retry next tick
-                unsent = {dag_id for dag_id, _ in pending[i:]}
-                log.warning("beat: sending fires failed (%s); %d DAGs stay due", exc, len(unsent))
-                for dag_id in unsent:  # their watermarks stay: fired again, deduped by run id
-                    updates.pop(dag_id, None)
-                break
-            fired += len(chunk)
-        fenced_out = False
-        if updates:
-            args = [token]
+        made, fenced_out, retry_at = self._create_runs(pending, epoch, now, updates)
+        if updates and not fenced_out:
+            args: list[str | int] = [token, epoch]
             for dag_id, (wm, score) in updates.items():
                 args += [dag_id, wm, score]
             fenced_out = not self._advance(
-                keys=[keys.LOCK, keys.WATERMARK, keys.SCHEDULE], args=args
+                keys=[keys.LOCK, keys.EPOCH, keys.WATERMARK, keys.SCHEDULE], args=args
             )
             if fenced_out:
                 log.warning(
-                    "beat: lost the lock while firing; %d fires were sent and will "
-                    "collapse into the same DAG runs if fired again",
-                    fired,
+                    "beat: lost the lock while firing (epoch %d); the %d runs made stay queued "
+                    "for the new leader",
+                    epoch,
+                    len(made),
                 )
+        fired = 0 if fenced_out else self._send_all(made, epoch)
         head = self.client.zrange(keys.SCHEDULE, 0, 0, withscores=True)
         next_due = float(head[0][1]) if head else None
-        more = len(due) >= self.budget or len(pending) >= self.budget
+        if retry_at is not None:
+            next_due = min(next_due or retry_at, retry_at)
+        more = not fenced_out and (len(due) >= self.budget or len(pending) >= self.budget)
         return FireResult(fired, more, next_due, fenced_out)
+
+    def _create_runs(
+        self,
+        pending: list[tuple[str, Fire]],
+        epoch: int,
+        now: datetime,
+        updates: dict[str, tuple[str, str]],
+    ) -> tuple[list[tuple[str, Fire]], bool, float | None]:
+        """Create the run of every pending fire, oldest first per DAG; trim each DAG's update to
+        the ticks whose run exists. Returns (fires with a run, fenced out, retry time)."""
+        made: list[tuple[str, Fire]] = []
+        by_dag: dict[str, list[Fire]] = {}
+        for dag_id, fire in pending:
+            by_dag.setdefault(dag_id, []).append(fire)
+        retry = str((now + RETRY_DELAY).timestamp())
+        retry_at: float | None = None
+        for n, (dag_id, fires) in enumerate(by_dag.items()):
+            last: Fire | None = None
+            try:
+                for fire in fires:
+                    self.create(dag_id, fire, epoch)
+                    made.append((dag_id, fire))
+                    last = fire
+            except StaleLeaderError as exc:
+                log.warning("beat: %s; stepping back", exc)
+                updates.clear()
+                return made, True, None
+            except StoreUnavailableError as exc:
+                # the DB is down: this and every later DAG stay due, retried next tick
+                left = list(by_dag)[n:]
+                log.warning("beat: results DB unavailable (%s); %d DAGs stay due", exc, len(left))
+                for other in left[1:]:
+                    updates.pop(other, None)
+                retry_at = (now + timedelta(seconds=1)).timestamp()
+                self._keep(dag_id, last, updates, str(retry_at))
+                break
+            except Exception:  # noqa: BLE001 - one DAG's bad fire never holds the others
+                log.exception(
+                    "beat: firing DAG %s failed after tick %s; retrying in %ds",
+                    dag_id,
+                    fires[0].tick if last is None else last.tick,
+                    RETRY_DELAY.total_seconds(),
+                    extra={"dag_id": dag_id},
+                )
+                self._keep(dag_id, last, updates, retry)
+                retry_at = min(retry_at or float("inf"), float(retry))
+        return made, False, retry_at
+
+    @staticmethod
+    def _keep(
+        dag_id: str, last: Fire | None, updates: dict[str, tuple[str, str]], score: str
+    ) -> None:
+        """The DAG's watermark stops at the last tick whose run exists; it is due again at
+        ``score``."""
+        updates[dag_id] = ("" if last is None else last.tick.isoformat(), score)
+
+    def _send_all(self, made: list[tuple[str, Fire]], epoch: int) -> int:
+        """Send the dispatch messages of the runs made (and of those a failed send left)."""
+        todo, self.unsent = self.unsent + made, []
+        sent = 0
+        for i in range(0, len(todo), self.batch):
+            chunk = todo[i : i + self.batch]
+            try:
+                self.send(chunk, epoch)
+            except Exception as exc:  # noqa: BLE001 - the broker is down: the runs wait queued
+                self.unsent = todo[i:][: self.budget]
+                log.warning(
+                    "beat: sending fires failed (%s); %d runs wait queued, sent again next tick",
+                    exc,
+                    len(todo) - i,
+                )
+                break
+            sent += len(chunk)
+        return sent
 
     def refresh_paused(self) -> None:
         try:
@@ -159,7 +236,7 @@ class Dispatcher:
             log.warning("beat: cannot read paused DAGs (%s); using the last known set", exc)
 
     def latest_epoch(self) -> int:
-        """The leader epoch of the newest DAG run in the results DB (0 if none or unknown)."""
+        """The newest leader epoch the results DB recorded (0 if none or unknown)."""
         try:
             return int(self.newest_epoch())
         except Exception as exc:  # noqa: BLE001
@@ -168,7 +245,7 @@ class Dispatcher:
 
     def _from_store(self, dag_id: str) -> datetime | None:
         """No watermark in Redis (first start, or Redis lost its data): resume after the latest
-        DAG run recorded in the results DB."""
+        *scheduled* DAG run recorded in the results DB (a manual run says nothing of ticks)."""
         try:
             return self.latest_logical_date(dag_id)
         except Exception as exc:  # noqa: BLE001

@@ -52,6 +52,8 @@ class DagRun(Base):
     started_at: Mapped[datetime | None]
     ended_at: Mapped[datetime | None]
     leader_epoch: Mapped[int | None] = mapped_column(sa.BigInteger)
+    # why the beat recorded this scheduled run as failed without running it (e.g. a bad conf)
+    failure_reason: Mapped[str | None] = mapped_column(sa.Text)
 
 
 class TaskRun(Base):
@@ -107,6 +109,17 @@ class DeadLetter(Base):
     replayed_at: Mapped[datetime | None]
 
 
+class BeatTerm(Base):
+    """The newest beat leader epoch the results DB has seen: runs from older epochs are refused
+    (the fence a paused, deposed leader hits when it wakes up)."""
+
+    __tablename__ = "beat_terms"
+
+    name: Mapped[str] = mapped_column(sa.String(50), primary_key=True)
+    epoch: Mapped[int] = mapped_column(sa.BigInteger)
+    updated_at: Mapped[datetime]
+
+
 class DagState(Base):
     """Per-DAG switches that must survive restarts (pause)."""
 
@@ -121,3 +134,4 @@ dag_runs: sa.Table = DagRun.__table__  # type: ignore[assignment]
 task_runs: sa.Table = TaskRun.__table__  # type: ignore[assignment]
 dead_letters: sa.Table = DeadLetter.__table__  # type: ignore[assignment]
 dag_states: sa.Table = DagState.__table__  # type: ignore[assignment]
+beat_terms: sa.Table = BeatTerm.__table__  # type: ignore[assignment]

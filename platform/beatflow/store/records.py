@@ -68,6 +68,7 @@ class DagRunRecord:
     started_at: datetime | None
     ended_at: datetime | None
     leader_epoch: int | None
+    failure_reason: str | None = None  # set when the beat recorded a scheduled run as failed
 
     @property
     def duration_seconds(self) -> float | None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 from beatflow.errors import SchemaOutOfDateError, StoreError
 from beatflow.settings import mask_url
 from beatflow.store import schema
+from beatflow.store.beat_terms import BeatTermsMixin
 from beatflow.store.dag_runs import DagRunsMixin
 from beatflow.store.dead_letters import DeadLettersMixin
 from beatflow.store.engine import is_sqlite, sqlite_path, translate_errors
@@ -14,7 +15,7 @@ from beatflow.store.maintenance import MaintenanceMixin
 from beatflow.store.task_runs import TaskRunsMixin
 
 
-class Store(DagRunsMixin, TaskRunsMixin, DeadLettersMixin, MaintenanceMixin):
+class Store(DagRunsMixin, TaskRunsMixin, DeadLettersMixin, MaintenanceMixin, BeatTermsMixin):
     """The results database: DAG runs, task runs (claimed by dedupe key), dead letters, pauses.
 
     Every method runs its own short transaction and raises only beatflow errors:
