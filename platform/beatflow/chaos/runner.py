@@ -1,0 +1,370 @@
+"""One chaos run: start the servers and the stack, load the workload, inject seeded faults for
+the given duration while the beat fires and a trigger loop adds manual runs, then stop the
+faults, let the system drain, check the invariants and report."""
+
+from __future__ import annotations
+
+import logging
+import random
+import shutil
+import signal
+import statistics
+import tempfile
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import sqlalchemy as sa
+
+from beatflow.chaos import checks, faults
+from beatflow.chaos.servers import ChaosPostgres, ChaosRedis, free_port
+from beatflow.chaos.stack import Stack
+from beatflow.chaos.workload import LEDGER_ENV, MANUAL, SCHEDULED, create_ledger, write_module
+from beatflow.settings import Settings
+
+log = logging.getLogger(__name__)
+
+MAX_ACTIVE = {"chaos_chain": 3, "chaos_fan": 2, "chaos_map": 2, "chaos_flaky": 4, "chaos_doomed": 4}
+# Shorter than the production defaults so that a chaos run of minutes sees recoveries: a killed
+# worker's message comes back after the visibility timeout, a paused worker's lease expires.
+CHAOS_SETTINGS = {
+    "BEATFLOW_VISIBILITY_TIMEOUT": "60",
+    "BEATFLOW_TASK_TIME_LIMIT": "45",
+    "BEATFLOW_TASK_SOFT_TIME_LIMIT": "30",
+    "BEATFLOW_LEASE_SECONDS": "10",
+    "BEATFLOW_LOG_FORMAT": "json",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class ChaosOptions:
+    duration: float = 120.0
+    seed: int = 1
+    workers: int = 2
+    faults: Sequence[str] = tuple(faults.FAULTS)
+    gap: tuple[float, float] = (3.0, 8.0)  # seconds between faults
+    trigger_every: tuple[float, float] = (1.0, 3.0)
+    drain_timeout: float = 300.0
+    workdir: Path | None = None
+    keep: bool = False
+    database_url: str | None = None  # an existing PostgreSQL: its faults are skipped
+
+
+@dataclass
+class ChaosReport:
+    seed: int
+    duration: float
+    faults: Counter[str] = field(default_factory=Counter)
+    fault_log: list[str] = field(default_factory=list)
+    takeovers: list[float] = field(default_factory=list)
+    triggers: Counter[str] = field(default_factory=Counter)
+    checks: list[checks.Check] = field(default_factory=list)
+    load: dict[str, Any] = field(default_factory=dict)
+    drained_in: float | None = None
+    workdir: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return bool(self.checks) and all(c.ok for c in self.checks)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "ok": self.ok,
+            "seed": self.seed,
+            "duration_seconds": self.duration,
+            "faults": dict(self.faults),
+            "fault_log": self.fault_log,
+            "takeover_seconds": self.takeovers,
+            "triggers": dict(self.triggers),
+            "load": self.load,
+            "drained_in_seconds": self.drained_in,
+            "invariants": [
+                {"name": c.name, "ok": c.ok, "detail": c.detail, "evidence": c.evidence}
+                for c in self.checks
+            ],
+            "workdir": self.workdir,
+        }
+
+    def text(self) -> str:
+        lines = [f"beatflow chaos: seed {self.seed}, {self.duration:.0f}s of faults"]
+        lines.append(
+            "faults injected: " + ", ".join(f"{k} {n}" for k, n in sorted(self.faults.items()))
+        )
+        if self.takeovers:
+            lines.append(
+                f"beat failovers: {len(self.takeovers)}, takeover median "
+                f"{statistics.median(self.takeovers):.2f}s, max {max(self.takeovers):.2f}s"
+            )
+        lines.append(
+            "manual triggers: " + ", ".join(f"{k} {n}" for k, n in sorted(self.triggers.items()))
+        )
+        lines.append("load: " + ", ".join(f"{k} {v}" for k, v in self.load.items()))
+        if self.drained_in is not None:
+            lines.append(f"drained {self.drained_in:.1f}s after the last fault")
+        for c in self.checks:
+            lines.append(f"{'PASS' if c.ok else 'FAIL'}  {c.name}: {c.detail}")
+            lines += [f"      {e}" for e in c.evidence]
+        lines.append("every invariant held" if self.ok else "INVARIANTS VIOLATED")
+        return "\n".join(lines)
+
+
+class ChaosRun:
+    def __init__(self, options: ChaosOptions, echo: Callable[[str], None] = print) -> None:
+        self.options = options
+        self.echo = echo
+        self.rng = random.Random(options.seed)
+        root = options.workdir or Path(tempfile.mkdtemp(prefix="beatflow-chaos-"))
+        self.workdir = root.resolve()
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        self.report = ChaosReport(options.seed, options.duration, workdir=str(self.workdir))
+        self.redis = ChaosRedis(self.workdir / "redis")
+        self.postgres: ChaosPostgres | None = None
+        self.stack: Stack | None = None
+        self.stop_triggers = threading.Event()
+
+    # ------------------------------------------------------------------ the phases
+
+    def run(self) -> ChaosReport:
+        try:
+            self._start()
+            self._inject()
+            self._drain()
+            self._check()
+        finally:
+            self._teardown()
+        return self.report
+
+    def _start(self) -> None:
+        self.echo(f"chaos: work folder {self.workdir}")
+        self.redis.start()
+        if self.options.database_url:
+            database_url = self.options.database_url
+            dsn = sa.engine.make_url(database_url).set(drivername="postgresql")
+            ledger_dsn = dsn.render_as_string(hide_password=False)
+        else:
+            self.postgres = ChaosPostgres(self.workdir / "postgres")
+            self.postgres.init()
+            self.postgres.start()
+            database_url, ledger_dsn = self.postgres.url, self.postgres.dsn
+        self.dags_folder = self.workdir / "dags"
+        self.start_at = datetime.now(UTC).replace(microsecond=0) + timedelta(seconds=1)
+        write_module(self.dags_folder, self.start_at)
+        env = {
+            **CHAOS_SETTINGS,
+            "BEATFLOW_BROKER_URL": self.redis.url,
+            "BEATFLOW_DATABASE_URL": database_url,
+            "BEATFLOW_DAGS_FOLDER": str(self.dags_folder),
+            LEDGER_ENV: ledger_dsn,
+        }
+        self.settings = Settings.from_env(env)
+        self.engine = sa.create_engine(database_url, pool_pre_ping=True)
+        from beatflow.store import Store
+
+        store = Store.from_settings(self.settings)
+        store.upgrade()
+        store.close()
+        create_ledger(self.engine)
+        self.metrics_port = free_port()
+        logs = self.workdir / "logs"
+        logs.mkdir(exist_ok=True)
+        self.stack = Stack(env, logs)
+        for i in range(self.options.workers):
+            self.stack.add_worker(f"chaos-worker-{i + 1}")
+        self.stack.add_beat("chaos-beat-1")
+        self.stack.add_beat("chaos-beat-2")
+        self.stack.add_exporter(self.metrics_port)
+        self.stack.start_all()
+        self.app = self._app(env)
+        self._wait(lambda: len(self.app.control.ping(timeout=0.5)) >= self.options.workers, 90,
+                   "every worker to answer ping")  # fmt: skip
+        self.echo(f"chaos: stack up ({self.options.workers} workers, 2 beats, exporter)")
+
+    def _app(self, env: dict[str, str]) -> Any:
+        import os
+
+        from beatflow.app import create_app
+
+        saved = os.environ.get(LEDGER_ENV)
+        os.environ[LEDGER_ENV] = env[LEDGER_ENV]  # the workload module reads it at import
+        try:
+            return create_app(self.settings)
+        finally:
+            if saved is None:
+                os.environ.pop(LEDGER_ENV, None)
+
+    def _inject(self) -> None:
+        assert self.stack is not None
+        ctx = faults.FaultContext(
+            stack=self.stack,
+            redis_server=self.redis,
+            postgres=self.postgres,
+            rng=self.rng,
+            dags_folder=self.dags_folder,
+            start=self.start_at,
+            lock_timeout=self.settings.beat_lock_timeout,
+            lease_seconds=self.settings.lease_seconds,
+        )
+        trigger_thread = threading.Thread(target=self._trigger_loop, daemon=True)
+        trigger_thread.start()
+        kinds = [k for k in self.options.faults if k in faults.FAULTS]
+        order = list(kinds)
+        self.rng.shuffle(order)  # every kind once (as time allows), then at random
+        end = time.monotonic() + self.options.duration
+        while time.monotonic() < end:
+            time.sleep(min(self.rng.uniform(*self.options.gap), max(0.0, end - time.monotonic())))
+            if time.monotonic() >= end or not kinds:
+                break
+            kind = order.pop(0) if order else self.rng.choice(kinds)
+            what = faults.FAULTS[kind](ctx)
+            revived = self.stack.revive()
+            self.report.faults[kind] += 1
+            stamp = f"{time.monotonic() - end + self.options.duration:6.1f}s"
+            line = f"{stamp} {what}" + (f" (restarted {', '.join(revived)})" if revived else "")
+            self.report.fault_log.append(line)
+            self.echo(f"chaos: {line}")
+        self.stop_at = datetime.now(UTC)
+        self.stop_triggers.set()
+        trigger_thread.join(timeout=60)
+        self.report.takeovers = ctx.takeovers
+        self._finish_rollout(ctx)
+
+    def _finish_rollout(self, ctx: faults.FaultContext) -> None:
+        """A deploy completes: every worker ends on the newest DAG module, none stays paused."""
+        assert self.stack is not None
+        for child in self.stack.children:
+            if child.paused:
+                child.signal(signal.SIGCONT)
+        if ctx.module_version > 1:
+            for worker in self.stack.workers:
+                worker.stop(grace=30)
+                worker.start()
+        self.stack.revive()
+
+    def _trigger_loop(self) -> None:
+        from beatflow.runs.lifecycle import trigger_dag
+
+        while not self.stop_triggers.wait(self.rng.uniform(*self.options.trigger_every)):
+            dag_id = self.rng.choice(MANUAL)
+            try:
+                trigger_dag(self.app, dag_id)
+                self.report.triggers[f"{dag_id} sent"] += 1
+            except Exception as exc:  # noqa: BLE001 - faults make triggers fail; count them
+                self.report.triggers[f"{dag_id} refused"] += 1
+                log.info("chaos trigger of %s refused: %s", dag_id, exc)
+
+    def _drain(self) -> None:
+        """Wait until every run of the fault window (logical date up to the last fault) is final
+        and every tick of it has its run; then stop the beats and let the later runs end too, so
+        the checks and the metrics see a database that no longer changes."""
+        started = time.monotonic()
+        self.echo("chaos: faults stopped; draining")
+
+        def window_done() -> bool:
+            try:
+                with self.engine.connect() as conn:
+                    active = conn.execute(
+                        sa.text(
+                            "SELECT count(*) FROM dag_runs WHERE state IN ('queued', 'running') "
+                            "AND logical_date <= :stop"
+                        ),
+                        {"stop": self.stop_at},
+                    ).scalar_one()
+                    ticks = checks.check_ticks(conn, self.start_at, self.stop_at)
+                    return bool(active == 0 and ticks.ok)
+            except sa.exc.SQLAlchemyError:
+                return False
+
+        def all_done() -> bool:
+            try:
+                with self.engine.connect() as conn:
+                    active = conn.execute(
+                        sa.text(
+                            "SELECT count(*) FROM dag_runs WHERE state IN ('queued', 'running')"
+                        )
+                    ).scalar_one()
+                    return bool(active == 0)
+            except sa.exc.SQLAlchemyError:
+                return False
+
+        try:
+            self._wait(window_done, self.options.drain_timeout, "every run of the window to end")
+            self.report.drained_in = time.monotonic() - started
+            assert self.stack is not None
+            for beat in self.stack.beats:
+                beat.stop()
+            self._wait(all_done, self.options.drain_timeout, "the runs fired after the window")
+        except TimeoutError as exc:
+            self.echo(f"chaos: {exc}")
+
+    def _check(self) -> None:
+        with self.engine.connect() as conn:
+            self.report.checks = [
+                checks.check_ticks(conn, self.start_at, self.stop_at),
+                checks.check_runs_final(conn),
+                checks.check_effects(conn),
+                checks.check_dead_letters(conn),
+                checks.check_slots(conn, MAX_ACTIVE),
+            ]
+            self.report.load = self._load(conn)
+        url = f"http://127.0.0.1:{self.metrics_port}/metrics"
+        # The exporter polls the database: give it a few polls to catch up before comparing.
+        deadline = time.monotonic() + 60
+        while True:
+            with self.engine.connect() as conn:
+                metrics = checks.check_metrics(conn, url)
+            if metrics.ok or time.monotonic() > deadline:
+                break
+            time.sleep(1)
+        self.report.checks.append(metrics)
+
+    def _load(self, conn: sa.Connection) -> dict[str, Any]:
+        minutes = max(1e-9, (self.stop_at - self.start_at).total_seconds() / 60)
+        runs = conn.execute(sa.text("SELECT count(*) FROM dag_runs")).scalar_one()
+        tasks = conn.execute(sa.text("SELECT count(*) FROM task_runs")).scalar_one()
+        retried = conn.execute(
+            sa.text("SELECT count(*) FROM task_runs WHERE try_number > 1")
+        ).scalar_one()
+        rerun = conn.execute(
+            sa.text(
+                "SELECT count(*) FROM (SELECT dedupe_key FROM chaos_attempts GROUP BY dedupe_key "
+                "HAVING count(*) > 1) AS t"
+            )
+        ).scalar_one()
+        by_state: dict[str, int] = dict(
+            conn.execute(sa.text("SELECT state, count(*) FROM dag_runs GROUP BY state")).all()
+        )
+        return {
+            "dag_runs": runs,
+            "task_runs": tasks,
+            "dag_runs_per_minute": round(runs / minutes, 1),
+            "task_runs_per_minute": round(tasks / minutes, 1),
+            "runs_by_state": by_state,
+            "task_runs_tried_again": retried,
+            "effects_rerun_and_absorbed_by_dedupe": rerun,
+            "scheduled_dags": len(SCHEDULED),
+        }
+
+    def _teardown(self) -> None:
+        self.stop_triggers.set()
+        if self.stack is not None:
+            self.stack.stop_all()
+        self.redis.stop()
+        if self.postgres is not None:
+            self.postgres.close()
+        if hasattr(self, "engine"):
+            self.engine.dispose()
+        if not self.options.keep and self.report.ok:
+            shutil.rmtree(self.workdir, ignore_errors=True)
+
+    @staticmethod
+    def _wait(predicate: Callable[[], bool], timeout: float, what: str) -> None:
+        deadline = time.monotonic() + timeout
+        while not predicate():
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"timed out after {timeout:.0f}s waiting for {what}")
+            time.sleep(0.5)
