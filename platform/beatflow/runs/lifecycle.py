@@ -5,24 +5,44 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
+import kombu.exceptions
+import redis.exceptions
 from celery import Celery
 from celery.canvas import Signature
 
 from beatflow.dag.compile import compile_run
-from beatflow.errors import BeatflowError, StoreUnavailableError
+from beatflow.errors import BeatflowError, BrokerUnavailableError, StoreUnavailableError
 from beatflow.execution import events, rules
 from beatflow.runtime import Runtime, runtime_of
+from beatflow.states import DAG_RUN_ACTIVE, DAG_RUN_FINAL, DagRunState
 
 if TYPE_CHECKING:
+    from beatflow.dag.model import DAG
     from beatflow.store import DagRunRecord, TaskRunRecord
 
 log = logging.getLogger(__name__)
 
-FINISHED = frozenset({"success", "failed"})
+FINISHED = DAG_RUN_FINAL
+# What a publish raises when the broker (or the Redis result backend a chord needs) is down,
+# after the short publish retry policy of Settings.celery_config.
+BROKER_ERRORS: tuple[type[BaseException], ...] = (
+    kombu.exceptions.OperationalError,
+    redis.exceptions.ConnectionError,
+    redis.exceptions.TimeoutError,
+    OSError,
+)
+
+
+def is_broker_error(exc: BaseException) -> bool:
+    """Whether a publish failed because Redis (broker or result backend) is unreachable."""
+    if isinstance(exc, BROKER_ERRORS):
+        return True
+    # celery's Redis result consumer gives up reconnecting with a bare RuntimeError
+    return isinstance(exc, RuntimeError) and "reconnect to the Celery result store" in str(exc)
 
 
 def make_run_id(trigger: str, logical_date: datetime | None = None) -> str:
@@ -43,7 +63,9 @@ def trigger_dag(
 ) -> DagRunRecord:
     """Create a DAG run and send it to the workers; the same run id twice is one run.
 
-    Raises DagNotFoundError for an unknown DAG and ConfError for a bad conf (nothing enqueued).
+    Raises DagNotFoundError for an unknown DAG and ConfError for a bad conf (nothing enqueued),
+    BrokerUnavailableError when the run was created but could not be sent (it stays queued:
+    the reconciler, or the same trigger again, sends it once the broker is back).
     """
     runtime = runtime_of(app)
     dag = runtime.dag(dag_id)
@@ -60,7 +82,12 @@ def trigger_dag(
         leader_epoch=leader_epoch,
     )
     if not created:
-        log.info("DAG run %s/%s exists already; not triggering it again", dag_id, run_id)
+        # The same run id again (a retried fire, a re-run CLI command): never a second run, but
+        # a run still queued (its first dispatch failed) gets its dispatch now.
+        log.info("DAG run %s/%s exists already (%s)", dag_id, run_id, record.state)
+        if record.state == DagRunState.QUEUED:
+            dispatch_waiting(runtime, dag_id)
+            return runtime.store.get_dag_run(dag_id, run_id) or record
         return record
     log.info(
         "DAG run %s/%s created (%s)",
@@ -95,30 +122,80 @@ def send_canvas(app: Celery, canvas: Signature) -> None:
 
 
 def dispatch_waiting(runtime: Runtime, dag_id: str) -> int:
-    """Send queued runs of ``dag_id``, oldest first, while max_active_runs allows."""
+    """Start and send the oldest queued runs of ``dag_id`` (by logical date) while
+    max_active_runs allows; returns how many were sent.
+
+    The queued -> running step is one store transaction with one winner per DAG
+    (``start_queued_dag_runs``), so concurrent dispatchers (closers, triggers, reconcilers)
+    never send a run twice nor exceed the limit, and its cost is bounded by the limit, not by
+    the number of queued runs. A run that cannot be sent goes back to queued for the next
+    dispatch (the reconciler retries); BrokerUnavailableError tells the caller.
+    """
     dag = runtime.dag(dag_id)
     store = runtime.store
-    running = len(store.list_dag_runs(dag_id, state="running", limit=dag.max_active_runs + 1))
-    slots = dag.max_active_runs - running
-    if slots <= 0:
-        return 0
-    queued = store.list_dag_runs(dag_id, state="queued", limit=1000)
-    queued.sort(
-        key=lambda r: (r.logical_date or r.queued_at or datetime.min.replace(tzinfo=UTC), r.run_id)
-    )
     sent = 0
-    for run in queued[:slots]:
-        store.mark_dag_run_running(dag_id, run.run_id)
-        send_canvas(runtime.app, compile_run(runtime.app, dag, run.run_id))
+    for run in store.start_queued_dag_runs(dag_id, dag.max_active_runs):
+        send_run(runtime, dag_id, run.run_id)
         sent += 1
     return sent
 
 
+def send_run(runtime: Runtime, dag_id: str, run_id: str) -> None:
+    """Compile and send the canvas of a running run (dispatch, resume, clear).
+
+    A broker that cannot be reached puts the run back to queued (so a later dispatch sends it)
+    and raises BrokerUnavailableError; a DAG that no longer compiles fails the run with the
+    reason. Re-sending a run is always safe: its task runs are deduped.
+    """
+    dag = runtime.dag(dag_id)
+    try:
+        canvas = compile_run(runtime.app, dag, run_id)
+    except Exception as exc:  # noqa: BLE001 - a DAG changed under a run must end it, not hang it
+        reason = f"could not compile the run's canvas: {type(exc).__name__}: {exc}"
+        log.exception("DAG run %s/%s %s", dag_id, run_id, reason)
+        runtime.store.transition_dag_run(
+            dag_id, run_id, to=DagRunState.FAILED, from_states=DAG_RUN_ACTIVE, reason=reason
+        )
+        return
+    try:
+        send_canvas(runtime.app, canvas)
+    except Exception as exc:
+        if not is_broker_error(exc):
+            raise
+        cause = f"{type(exc).__name__}: {exc}".splitlines()[0][:300]
+        log.warning(
+            "broker unreachable, DAG run %s/%s not sent (%s); back to queued",
+            dag_id,
+            run_id,
+            cause,
+            extra={"dag_id": dag_id, "run_id": run_id},
+        )
+        runtime.store.transition_dag_run(
+            dag_id, run_id, to=DagRunState.QUEUED, from_states={DagRunState.RUNNING}
+        )
+        raise BrokerUnavailableError(dag_id, run_id, cause) from exc
+
+
 def close_run(runtime: Runtime, dag_id: str, run_id: str) -> str:
-    """The canvas's last step: set the DAG run's final state, then start waiting runs."""
+    """The canvas's last step (and the reconciler's): set the DAG run's final state once every
+    task of it has a final row, then start waiting runs. A run that is not final yet is left
+    running (the reconciler resumes it if its canvas is gone); returns the run's state."""
     store = runtime.store
-    states = [t.state for t in store.get_task_runs(dag_id, run_id)]
-    state = rules.dag_run_state(states)
+    tasks = store.get_task_runs(dag_id, run_id)
+    try:
+        dag = runtime.dag(dag_id)
+    except BeatflowError:
+        dag = None
+    state = run_outcome(dag, tasks)
+    if state is None:
+        log.info(
+            "DAG run %s/%s not closed: some of its tasks are not final",
+            dag_id,
+            run_id,
+            extra={"dag_id": dag_id, "run_id": run_id},
+        )
+        current = store.get_dag_run(dag_id, run_id)
+        return current.state if current is not None else DagRunState.RUNNING
     record = store.finish_dag_run(dag_id, run_id, state)
     log.info(
         "DAG run %s/%s finished: %s in %.3fs",
@@ -129,17 +206,36 @@ def close_run(runtime: Runtime, dag_id: str, run_id: str) -> str:
         extra={"dag_id": dag_id, "run_id": run_id},
     )
     events.dag_run_finished(dag_id, record.state, record.duration_seconds)
-    try:
-        dag = runtime.dag(dag_id)
-    except BeatflowError:
+    if dag is None:
         return record.state
     if record.state == "failed" and dag.on_failure is not None:
         try:
             dag.on_failure(dag_id=dag_id, run_id=run_id, state=record.state)
         except Exception:  # noqa: BLE001 - a user's callback must not change the outcome
             log.exception("on_failure callback of DAG %s raised", dag_id)
-    dispatch_waiting(runtime, dag_id)
+    dispatch_quietly(runtime, dag_id)
     return record.state
+
+
+def run_outcome(dag: DAG | None, tasks: Sequence[TaskRunRecord]) -> DagRunState | None:
+    """The final state of a run from its task runs, or None while any task (any map instance)
+    of the DAG has no final row. Without the DAG (not loaded here) only the rows count."""
+    if dag is None:
+        return rules.dag_run_state([t.state for t in tasks])
+    from beatflow.execution import decide  # the node wrapper's pure decisions
+
+    expected = {task_id: spec.map_over is not None for task_id, spec in dag.tasks.items()}
+    return decide.run_outcome(expected, tasks)
+
+
+def dispatch_quietly(runtime: Runtime, dag_id: str) -> int:
+    """dispatch_waiting for callers that must not fail because of it (closing a run, the
+    reconciler): a run that cannot be sent stays queued for the next pass."""
+    try:
+        return dispatch_waiting(runtime, dag_id)
+    except BrokerUnavailableError as exc:
+        log.warning("%s", exc, extra={"dag_id": dag_id})
+        return 0
 
 
 def follow_run(

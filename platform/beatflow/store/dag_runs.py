@@ -1,9 +1,12 @@
 """DAG runs: created once per (dag_id, run_id) whatever the number of triggers, then queued ->
-running -> success|failed, with the queries the scheduler, the CLI and the exporter make."""
+running -> success|failed|cancelled, each transition one conditional UPDATE with one winner; the
+dispatch of the next queued runs under max_active_runs, and the queries of the reconciler, the
+scheduler, the CLI and the exporter."""
 
 from __future__ import annotations
 
-from datetime import datetime
+from collections.abc import Collection
+from datetime import datetime, timedelta
 from typing import Any
 
 import sqlalchemy as sa
@@ -11,13 +14,14 @@ import sqlalchemy as sa
 from beatflow.errors import StoreError
 from beatflow.store.base import StoreBase, dag_run_record
 from beatflow.store.engine import UTCDateTime, dumps_json, require_aware, utcnow
-from beatflow.store.models import dag_runs
+from beatflow.store.models import dag_runs, task_runs
 from beatflow.store.records import (
     DAG_QUEUED,
     DAG_RUN_ACTIVE_STATES,
     DAG_RUN_FINISHED_STATES,
     DAG_RUN_STATES,
     DAG_RUNNING,
+    TASK_RUNNING,
     TRIGGER_MANUAL,
     TRIGGERS,
     DagRunRecord,
@@ -95,8 +99,11 @@ class DagRunsMixin(StoreBase):
                 .values(state=DAG_RUNNING, started_at=sa.func.coalesce(dag_runs.c.started_at, now))
             )
 
-    def finish_dag_run(self, dag_id: str, run_id: str, state: str) -> DagRunRecord:
-        """Set a final state and ended_at; a run that already finished is returned unchanged."""
+    def finish_dag_run(
+        self, dag_id: str, run_id: str, state: str, *, reason: str | None = None
+    ) -> DagRunRecord:
+        """Set a final state (and why, when given) and ended_at; a run that already finished is
+        returned unchanged."""
         if state not in DAG_RUN_FINISHED_STATES:
             raise StoreError(
                 f"cannot finish DAG run {dag_id}/{run_id} as {state!r}; "
@@ -113,6 +120,7 @@ class DagRunsMixin(StoreBase):
                     started_at=sa.func.coalesce(
                         dag_runs.c.started_at, sa.literal(now, UTCDateTime())
                     ),
+                    **({} if reason is None else {"failure_reason": reason}),
                 )
             )
             row = conn.execute(sa.select(dag_runs).where(_where(dag_id, run_id))).mappings()
@@ -177,3 +185,185 @@ class DagRunsMixin(StoreBase):
         )
         with self._read("counting DAG runs by state") as conn:
             return {(d, s): int(n) for d, s, n in conn.execute(query)}
+
+    # ------------------------------------------------------------------ lifecycle transitions
+
+    def start_queued_dag_runs(self, dag_id: str, max_active_runs: int) -> list[DagRunRecord]:
+        """queued -> running for the oldest queued runs (by logical date) that fit under
+        ``max_active_runs``; returns the runs this call started, the caller sends them.
+
+        One winner: the count and the updates run in one transaction that holds a per-DAG lock
+        (SQLite: the database write lock of BEGIN IMMEDIATE; PostgreSQL: a transaction-scoped
+        advisory lock), so concurrent dispatchers never start one run twice nor exceed the
+        limit. The work is bounded by the limit, whatever the number of queued runs: a COUNT
+        capped at the limit and a LIMIT'ed select on the (dag_id, state, logical_date) index.
+        """
+        now = utcnow()
+        with self._write(f"starting queued runs of DAG {dag_id}", transaction=True) as conn:
+            if self.dialect == "postgresql":
+                conn.execute(
+                    sa.select(
+                        sa.func.pg_advisory_xact_lock(
+                            sa.func.hashtext("beatflow.dispatch"), sa.func.hashtext(dag_id)
+                        )
+                    )
+                )
+            running = sa.select(dag_runs.c.id).where(
+                dag_runs.c.dag_id == dag_id, dag_runs.c.state == DAG_RUNNING
+            )
+            count = sa.select(sa.func.count()).select_from(
+                running.limit(max_active_runs).subquery()
+            )
+            slots = max_active_runs - int(conn.execute(count).scalar_one())
+            if slots <= 0:
+                return []
+            ids = (
+                conn.execute(
+                    sa.select(dag_runs.c.id)
+                    .where(dag_runs.c.dag_id == dag_id, dag_runs.c.state == DAG_QUEUED)
+                    .order_by(dag_runs.c.logical_date, dag_runs.c.id)
+                    .limit(slots)
+                )
+                .scalars()
+                .all()
+            )
+            if not ids:
+                return []
+            rows = conn.execute(
+                sa.update(dag_runs)
+                .where(dag_runs.c.id.in_(ids), dag_runs.c.state == DAG_QUEUED)
+                .values(
+                    state=DAG_RUNNING,
+                    started_at=sa.func.coalesce(
+                        dag_runs.c.started_at, sa.literal(now, UTCDateTime())
+                    ),
+                )
+                .returning(*dag_runs.c)
+            ).mappings()
+            started = [dag_run_record(r) for r in rows]
+        started.sort(key=lambda r: (r.logical_date is None, r.logical_date or now, r.run_id))
+        return started
+
+    def transition_dag_run(
+        self,
+        dag_id: str,
+        run_id: str,
+        *,
+        to: str,
+        from_states: Collection[str],
+        reason: str | None = None,
+    ) -> bool:
+        """Move a run from one of ``from_states`` to ``to`` in one conditional UPDATE; True if
+        this call did it. To a final state: ended_at is set (and ``reason``, when given); back
+        to queued or running (requeue after a failed send, clear): ended_at and reason are
+        cleared and the reconciler's resume count starts again."""
+        if to not in DAG_RUN_STATES:
+            raise StoreError(f"unknown DAG run state {to!r} for DAG run {dag_id}/{run_id}")
+        now = utcnow()
+        values: dict[str, Any]
+        if to in DAG_RUN_FINISHED_STATES:
+            values = {
+                "ended_at": now,
+                "started_at": sa.func.coalesce(
+                    dag_runs.c.started_at, sa.literal(now, UTCDateTime())
+                ),
+            }
+            if reason is not None:
+                values["failure_reason"] = reason
+        else:
+            values = {
+                "ended_at": None,
+                "failure_reason": None,
+                "resume_count": 0,
+                "resume_after": None,
+            }
+        with self._write(f"moving DAG run {dag_id}/{run_id} to {to}") as conn:
+            updated = conn.execute(
+                sa.update(dag_runs)
+                .where(_where(dag_id, run_id), dag_runs.c.state.in_(sorted(from_states)))
+                .values(state=to, **values)
+            )
+            return updated.rowcount == 1
+
+    def record_resume(
+        self, dag_id: str, run_id: str, *, seen_count: int, not_before: timedelta
+    ) -> bool:
+        """The reconciler resumes a stalled running run: count it and hold off the next resume
+        for ``not_before``. One winner among concurrent reconcilers (the count must still be
+        ``seen_count``); False if another one did it, or the run is no longer running."""
+        with self._write(f"recording a resume of DAG run {dag_id}/{run_id}") as conn:
+            updated = conn.execute(
+                sa.update(dag_runs)
+                .where(
+                    _where(dag_id, run_id),
+                    dag_runs.c.state == DAG_RUNNING,
+                    dag_runs.c.resume_count == seen_count,
+                )
+                .values(resume_count=seen_count + 1, resume_after=utcnow() + not_before)
+            )
+            return updated.rowcount == 1
+
+    # ------------------------------------------------------------------ the reconciler's reads
+
+    def stalled_dag_runs(self, grace: timedelta, *, limit: int) -> list[DagRunRecord]:
+        """Running runs with no sign of life for ``grace``: started before it, not held off by
+        a recent resume, and no task run that holds a live lease or started or ended within it.
+        Oldest first, at most ``limit`` (the reconciler's bounded pass)."""
+        now = utcnow()
+        since = now - grace
+        t = task_runs.c
+        alive = (
+            sa.select(sa.literal(1))
+            .where(
+                t.dag_id == dag_runs.c.dag_id,
+                t.run_id == dag_runs.c.run_id,
+                sa.or_(
+                    sa.and_(t.state == TASK_RUNNING, t.lease_expires_at > now),
+                    t.started_at > since,
+                    t.ended_at > since,
+                ),
+            )
+            .exists()
+        )
+        query = (
+            sa.select(dag_runs)
+            .where(
+                dag_runs.c.state == DAG_RUNNING,
+                dag_runs.c.started_at < since,
+                sa.or_(dag_runs.c.resume_after.is_(None), dag_runs.c.resume_after < now),
+                ~alive,
+            )
+            .order_by(dag_runs.c.started_at, dag_runs.c.id)
+            .limit(max(0, limit))
+        )
+        with self._read("finding stalled DAG runs") as conn:
+            return [dag_run_record(r) for r in conn.execute(query).mappings()]
+
+    def running_dag_runs_started_before(
+        self, dag_id: str, before: datetime, *, limit: int
+    ) -> list[DagRunRecord]:
+        """Running runs of ``dag_id`` started before ``before`` (dagrun_timeout), oldest first."""
+        query = (
+            sa.select(dag_runs)
+            .where(
+                dag_runs.c.dag_id == dag_id,
+                dag_runs.c.state == DAG_RUNNING,
+                dag_runs.c.started_at < require_aware(before, "before"),
+            )
+            .order_by(dag_runs.c.started_at, dag_runs.c.id)
+            .limit(max(0, limit))
+        )
+        with self._read(f"finding timed-out runs of DAG {dag_id}") as conn:
+            return [dag_run_record(r) for r in conn.execute(query).mappings()]
+
+    def dag_ids_with_queued_runs(self, *, limit: int) -> list[str]:
+        """DAGs that have queued runs (the reconciler dispatches them when slots are free)."""
+        query = (
+            sa.select(dag_runs.c.dag_id)
+            .where(dag_runs.c.state == DAG_QUEUED)
+            .group_by(dag_runs.c.dag_id)
+            .order_by(sa.func.min(dag_runs.c.queued_at))
+            .limit(max(0, limit))
+        )
+        with self._read("finding DAGs with queued runs") as conn:
+            return list(conn.execute(query).scalars())
