@@ -7,6 +7,9 @@ BeatflowError
 │   └── DagImportError       a module in the dags folder failed to import
 ├── DagNotFoundError         no DAG with that id is loaded
 ├── ConfError                a trigger's conf does not match the DAG's params
+├── RunNotFoundError         no DAG run with that DAG id and run id
+├── RunStateError            an operator's verb does not apply to the run's current state
+├── BrokerUnavailableError   a DAG run could not be sent: the broker is unreachable
 ├── StoreError               the results database failed or refused
 │   ├── StoreUnavailableError  the database cannot be reached (retry later)
 │   ├── SchemaOutOfDateError   the database is behind the code: run `beatflow db upgrade`
@@ -79,6 +82,40 @@ class ConfError(BeatflowError):
         self.dag_id = dag_id
         self.problems = list(problems)
         super().__init__(f'bad conf for DAG "{dag_id}": ' + "; ".join(self.problems))
+
+
+class RunNotFoundError(BeatflowError):
+    """Raised when no DAG run has the requested DAG id and run id."""
+
+    def __init__(self, dag_id: str, run_id: str) -> None:
+        self.dag_id = dag_id
+        self.run_id = run_id
+        super().__init__(
+            f"no run {run_id!r} of DAG {dag_id!r}; see `beatflow runs list {dag_id}`"
+        )
+
+
+class RunStateError(BeatflowError):
+    """Raised when an operator's verb (cancel, clear, mark) does not apply to the run's state."""
+
+    def __init__(self, dag_id: str, run_id: str, state: str, action: str, why: str) -> None:
+        self.dag_id = dag_id
+        self.run_id = run_id
+        self.state = state
+        self.action = action
+        super().__init__(f"cannot {action} run {dag_id}/{run_id} ({state}): {why}")
+
+
+class BrokerUnavailableError(BeatflowError):
+    """Raised when a DAG run cannot be sent because the broker cannot be reached."""
+
+    def __init__(self, dag_id: str, run_id: str, cause: str) -> None:
+        self.dag_id = dag_id
+        self.run_id = run_id
+        super().__init__(
+            f"broker unreachable, DAG run {dag_id}/{run_id} not sent ({cause}); it stays queued "
+            "and the reconciler sends it once the broker is back"
+        )
 
 
 class StoreError(BeatflowError):

@@ -54,6 +54,12 @@ class Settings:
     result_max_bytes: int = 1 << 20
     lease_seconds: float = 30.0
     worker_disable_prefetch: bool = False
+    # the reconciler (a pass every interval by whichever worker holds its Redis lease)
+    reconcile_enabled: bool = True
+    reconcile_interval: float = 10.0
+    reconcile_stall_seconds: float = 60.0  # a running run silent this long is resumed
+    reconcile_max_resumes: int = 5  # then the run is failed (each resume waits twice as long)
+    reconcile_batch: int = 100  # runs looked at per pass and kind (bounded work)
     beat_lock_timeout: float = 2.0
     beat_renew_interval: float = 0.5
     beat_loop_interval: float = 0.5
@@ -153,6 +159,11 @@ class Settings:
                 f"{PREFIX}BEAT_LOOP_INTERVAL={self.beat_loop_interval} must be below "
                 f"{PREFIX}BEAT_LOCK_TIMEOUT={self.beat_lock_timeout}"
             )
+        if self.reconcile_stall_seconds <= self.lease_seconds:
+            out.append(
+                f"{PREFIX}RECONCILE_STALL_SECONDS={self.reconcile_stall_seconds} must exceed "
+                f"{PREFIX}LEASE_SECONDS={self.lease_seconds}, or running tasks look stalled"
+            )
         if self.log_format not in ("auto", "json", "text"):
             out.append(f"{PREFIX}LOG_FORMAT={self.log_format!r}: expected auto, json or text")
         return out
@@ -208,7 +219,10 @@ class Settings:
             "broker_url": self.broker_url,
             "result_backend": self.effective_result_backend_url,
             "broker_transport_options": dict(transport),
-            "result_backend_transport_options": dict(transport),
+            # A sender whose Redis is down fails in ~2 s, not after the backend's 20 default
+            # retries: `dags trigger` says so at once and the reconciler sends the run later.
+            "result_backend_transport_options": {**transport, "retry_policy": PUBLISH_RETRY},
+            "task_publish_retry_policy": PUBLISH_RETRY,
             "broker_connection_retry_on_startup": True,
             # JSON only: a pickled (or any other) message is refused before it is decoded.
             "task_serializer": "json",
@@ -244,6 +258,7 @@ class Settings:
         }
 
 
+PUBLISH_RETRY = {"max_retries": 3, "interval_start": 0, "interval_step": 0.5, "interval_max": 1}
 _REDIS_SCHEMES = {"redis", "rediss", "sentinel", "redis-sentinel", "redis+socket", "unix"}
 
 
@@ -348,6 +363,11 @@ _PARSERS: dict[str, Callable[[str], Any]] = {
     "result_max_bytes": _int(1),
     "lease_seconds": _float(1.0),
     "worker_disable_prefetch": _bool,
+    "reconcile_enabled": _bool,
+    "reconcile_interval": _float(0.5),
+    "reconcile_stall_seconds": _float(5.0),
+    "reconcile_max_resumes": _int(0, 100),
+    "reconcile_batch": _int(1, 10_000),
     "beat_lock_timeout": _float(0.5),
     "beat_renew_interval": _float(0.05),
     "beat_loop_interval": _float(0.05),

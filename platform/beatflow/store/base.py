@@ -98,6 +98,7 @@ def dag_run_record(row: sa.RowMapping) -> DagRunRecord:
         started_at=row["started_at"],
         ended_at=row["ended_at"],
         leader_epoch=row["leader_epoch"],
+        resume_count=row.get("resume_count") or 0,
         failure_reason=row.get("failure_reason"),
     )
 

@@ -39,6 +39,7 @@ class DagRun(Base):
         sa.Index(None, "dag_id", "logical_date"),
         sa.Index(None, "queued_at"),
         sa.Index(None, "state", "ended_at"),
+        sa.Index(None, "dag_id", "state", "logical_date"),  # the next queued runs, in order
     )
 
     id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
@@ -52,6 +53,9 @@ class DagRun(Base):
     started_at: Mapped[datetime | None]
     ended_at: Mapped[datetime | None]
     leader_epoch: Mapped[int | None] = mapped_column(sa.BigInteger)
+    # the reconciler: runs it resumed (re-sent), and not before when it may resume this one again
+    resume_count: Mapped[int] = mapped_column(sa.Integer, server_default="0")
+    resume_after: Mapped[datetime | None]
     # why the beat recorded this scheduled run as failed without running it (e.g. a bad conf)
     failure_reason: Mapped[str | None] = mapped_column(sa.Text)
 
@@ -130,8 +134,27 @@ class DagState(Base):
     updated_at: Mapped[datetime]
 
 
+class AuditEvent(Base):
+    """Who did what to which DAG or run, when and why (operators' verbs, web actions)."""
+
+    __tablename__ = "audit_events"
+    __table_args__ = (
+        sa.Index(None, "dag_id", "run_id"),
+        sa.Index(None, "at"),
+    )
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
+    at: Mapped[datetime]
+    actor: Mapped[str] = mapped_column(sa.String(250))
+    action: Mapped[str] = mapped_column(sa.String(50))
+    dag_id: Mapped[str | None] = mapped_column(sa.String(250))
+    run_id: Mapped[str | None] = mapped_column(sa.String(250))
+    detail: Mapped[dict[str, Any]] = mapped_column(Json)
+
+
 dag_runs: sa.Table = DagRun.__table__  # type: ignore[assignment]
 task_runs: sa.Table = TaskRun.__table__  # type: ignore[assignment]
 dead_letters: sa.Table = DeadLetter.__table__  # type: ignore[assignment]
 dag_states: sa.Table = DagState.__table__  # type: ignore[assignment]
+audit_events: sa.Table = AuditEvent.__table__  # type: ignore[assignment]
 beat_terms: sa.Table = BeatTerm.__table__  # type: ignore[assignment]

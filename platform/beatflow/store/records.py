@@ -68,6 +68,7 @@ class DagRunRecord:
     started_at: datetime | None
     ended_at: datetime | None
     leader_epoch: int | None
+    resume_count: int = 0  # times the reconciler re-sent its remaining work
     failure_reason: str | None = None  # set when the beat recorded a scheduled run as failed
 
     @property
@@ -114,6 +115,19 @@ class Claim:
     outcome: ClaimOutcome
     record: TaskRunRecord
     token: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class AuditRecord:
+    """One operator action: who did what to which DAG or run, when, with what detail."""
+
+    id: int
+    at: datetime
+    actor: str
+    action: str
+    dag_id: str | None
+    run_id: str | None
+    detail: dict[str, Any]
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,6 +1,7 @@
 """``Store``: the one object the rest of beatflow uses to reach the results database (one per
 process, shared by its threads). It assembles the parts (DAG runs, task runs and the claim
-protocol, dead letters, pause and retention) and owns the schema checks."""
+protocol, dead letters, pause and retention, operators' run control and audit) and owns the
+schema checks."""
 
 from __future__ import annotations
 
@@ -12,10 +13,18 @@ from beatflow.store.dag_runs import DagRunsMixin
 from beatflow.store.dead_letters import DeadLettersMixin
 from beatflow.store.engine import is_sqlite, sqlite_path, translate_errors
 from beatflow.store.maintenance import MaintenanceMixin
+from beatflow.store.run_control import RunControlMixin
 from beatflow.store.task_runs import TaskRunsMixin
 
 
-class Store(DagRunsMixin, TaskRunsMixin, DeadLettersMixin, MaintenanceMixin, BeatTermsMixin):
+class Store(
+    DagRunsMixin,
+    TaskRunsMixin,
+    DeadLettersMixin,
+    MaintenanceMixin,
+    BeatTermsMixin,
+    RunControlMixin,
+):
     """The results database: DAG runs, task runs (claimed by dedupe key), dead letters, pauses.
 
     Every method runs its own short transaction and raises only beatflow errors:
