@@ -6,25 +6,38 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Literal
 
+from beatflow.states import TASK_RUN_FAILED, TASK_RUN_FINAL, DagRunState, TaskRunState
+
 Decision = Literal["run", "skipped", "upstream_failed"]
-FAILED = frozenset({"failed", "upstream_failed"})
-DONE = frozenset({"success", "failed", "upstream_failed", "skipped"})
+FAILED = TASK_RUN_FAILED
+DONE = TASK_RUN_FINAL
+TRIGGER_RULES = (
+    "all_success",
+    "all_done",
+    "all_failed",
+    "one_success",
+    "one_failed",
+    "none_failed",
+    "none_failed_min_one_success",
+    "none_skipped",
+    "always",
+)
 
 
 def decide(rule: str, upstream_states: Sequence[str]) -> Decision:
     """The decision for ``rule`` given every upstream task run's final state."""
-    if not upstream_states or rule == "always":
+    if rule not in TRIGGER_RULES:
+        raise ValueError(f"unknown trigger rule {rule!r}")
+    if not upstream_states or rule in ("always", "all_done"):
         return "run"
     n = len(upstream_states)
-    success = sum(s == "success" for s in upstream_states)
+    success = sum(s == TaskRunState.SUCCESS for s in upstream_states)
     failed = sum(s in FAILED for s in upstream_states)
-    skipped = sum(s == "skipped" for s in upstream_states)
+    skipped = sum(s == TaskRunState.SKIPPED for s in upstream_states)
     if rule == "all_success":
         if success == n:
             return "run"
         return "upstream_failed" if failed else "skipped"
-    if rule == "all_done":
-        return "run"
     if rule == "all_failed":
         return "run" if failed == n else "skipped"
     if rule == "one_success":
@@ -39,11 +52,17 @@ def decide(rule: str, upstream_states: Sequence[str]) -> Decision:
         if failed:
             return "upstream_failed"
         return "run" if success else "skipped"
-    if rule == "none_skipped":
-        return "skipped" if skipped else "run"
-    raise ValueError(f"unknown trigger rule {rule!r}")
+    return "skipped" if skipped else "run"  # none_skipped
 
 
-def dag_run_state(task_states: Sequence[str]) -> str:
-    """A finished DAG run fails if any of its task runs failed or could not run for it."""
-    return "failed" if any(s in FAILED for s in task_states) else "success"
+def dag_run_state(task_states: Sequence[str]) -> DagRunState | None:
+    """The state of a DAG run from ALL its task runs' states, or None while it is not final.
+
+    Empty, or any state that is not final (running, up_for_retry), is not final: nothing is
+    inferred from rows that are missing or unfinished. ``decide.run_outcome`` also checks that
+    every task of the DAG (every map instance) has a row; use it where the DAG is known.
+    """
+    if not task_states or any(s not in DONE for s in task_states):
+        return None
+    failed = any(s in FAILED for s in task_states)
+    return DagRunState.FAILED if failed else DagRunState.SUCCESS

@@ -120,6 +120,8 @@ def task_run_record(row: sa.RowMapping) -> TaskRunRecord:
         result=row["result"],
         error=row["error"],
         traceback=row["traceback"],
+        map_count=row.get("map_count"),
+        deduped_from=row.get("deduped_from"),
     )
 
 

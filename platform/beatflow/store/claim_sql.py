@@ -1,16 +1,22 @@
 """The claim protocol's statements, built once per dialect with bound parameters: they run on
-every task run, and building SQLAlchemy constructs per call cost more than the round trips."""
+every task run, and building SQLAlchemy constructs per call cost more than the round trips.
+
+Lease times come from the database's clock on PostgreSQL (``now()``), so workers whose clocks
+disagree still agree on when a lease expired. SQLite is embedded: every process using it runs
+on its host, so the host clock (bound as a parameter) is the database's clock."""
 
 from __future__ import annotations
 
 import functools
 from dataclasses import dataclass
+from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
 
+from beatflow.store.engine import UTCDateTime
 from beatflow.store.models import task_runs
-from beatflow.store.records import TASK_RUNNING, TASK_UP_FOR_RETRY
+from beatflow.store.records import TASK_RUN_TERMINAL_STATES, TASK_RUNNING, TASK_UP_FOR_RETRY
 
 t = task_runs.c
 # columns a claim (re)sets: a fresh lease and a clean slate for the new try
@@ -18,13 +24,13 @@ LEASE_COLUMNS = (
     "state",
     "worker",
     "celery_task_id",
-    "lease_token",
-    "lease_expires_at",
     "started_at",
     "ended_at",
     "result",
     "error",
     "traceback",
+    "map_count",
+    "deduped_from",
 )
 
 
@@ -35,10 +41,23 @@ class ClaimStatements:
     current: sa.Executable  # the row, to report "done" or "held"
     renew: sa.Executable
     finish: sa.Executable
+    fail: sa.Executable  # any unfinished row -> failed (a claimed row can always be failed)
 
 
 def _lease_values() -> dict[str, sa.BindParameter[object]]:
     return {name: sa.bindparam(f"p_{name}") for name in LEASE_COLUMNS}
+
+
+def db_clock(dialect: str) -> tuple[sa.ColumnElement[Any], sa.ColumnElement[Any]]:
+    """(now, now + p_lease_seconds) on the database's clock (see the module docstring)."""
+    if dialect == "postgresql":
+        now = sa.func.now(type_=UTCDateTime())
+        seconds = sa.bindparam("p_lease_seconds", type_=sa.Float())
+        return now, now + sa.func.make_interval(0, 0, 0, 0, 0, 0, seconds)
+    return (
+        sa.bindparam("p_now", type_=UTCDateTime()),
+        sa.bindparam("p_lease_expires_at", type_=UTCDateTime()),
+    )
 
 
 @functools.cache
@@ -48,10 +67,12 @@ def claim_statements(dialect: str) -> ClaimStatements:
         name: sa.bindparam(f"p_{name}")
         for name in ("dedupe_key", "dag_id", "run_id", "task_id", "map_index")
     }
+    now, expires = db_clock(dialect)
+    lease = {"lease_token": sa.bindparam("p_lease_token"), "lease_expires_at": expires}
     key = t.dedupe_key == sa.bindparam("p_key")
     holder = sa.and_(key, t.lease_token == sa.bindparam("p_token"), t.state == TASK_RUNNING)
     return ClaimStatements(
-        insert=insert.values(**identity, try_number=1, **_lease_values())
+        insert=insert.values(**identity, try_number=1, **_lease_values(), **lease)
         .on_conflict_do_nothing(index_elements=["dedupe_key"])
         .returning(*task_runs.c),
         take_over=sa.update(task_runs)
@@ -59,18 +80,29 @@ def claim_statements(dialect: str) -> ClaimStatements:
             key,
             sa.or_(
                 t.state == TASK_UP_FOR_RETRY,
-                sa.and_(t.state == TASK_RUNNING, t.lease_expires_at < sa.bindparam("p_now")),
+                sa.and_(t.state == TASK_RUNNING, t.lease_expires_at < now),
             ),
         )
-        .values(try_number=t.try_number + 1, **_lease_values())
+        .values(try_number=t.try_number + 1, **_lease_values(), **lease)
         .returning(*task_runs.c),
         current=sa.select(task_runs).where(key),
-        renew=sa.update(task_runs).where(holder).values(lease_expires_at=sa.bindparam("p_expires")),
+        renew=sa.update(task_runs).where(holder).values(lease_expires_at=expires),
         finish=sa.update(task_runs)
         .where(holder)
         .values(
             state=sa.bindparam("p_state"),
             result=sa.bindparam("p_result"),
+            error=sa.bindparam("p_error"),
+            traceback=sa.bindparam("p_traceback"),
+            ended_at=sa.bindparam("p_ended_at"),
+            map_count=sa.bindparam("p_map_count"),
+            lease_token=None,
+            lease_expires_at=None,
+        ),
+        fail=sa.update(task_runs)
+        .where(key, t.state.not_in(sorted(TASK_RUN_TERMINAL_STATES)))
+        .values(
+            state="failed",
             error=sa.bindparam("p_error"),
             traceback=sa.bindparam("p_traceback"),
             ended_at=sa.bindparam("p_ended_at"),

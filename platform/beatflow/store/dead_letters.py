@@ -1,17 +1,27 @@
 """Dead letters: task runs that exhausted their retries, kept with their arguments, conf and
-traceback so an operator can read them and replay them (``beatflow dlq``)."""
+traceback so an operator can read them and replay them (``beatflow dlq``). Starting a replay is
+one transaction, and only from a dead letter whose task run is still failed."""
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from typing import Any
 
 import sqlalchemy as sa
 
+from beatflow.errors import BeatflowError
 from beatflow.store.base import StoreBase, dead_letter_record
 from beatflow.store.dag_runs import check_conf
 from beatflow.store.engine import utcnow
-from beatflow.store.models import dead_letters
-from beatflow.store.records import DeadLetterRecord
+from beatflow.store.models import dead_letters, task_runs
+from beatflow.store.records import (
+    TASK_FAILED,
+    TASK_RUN_TERMINAL_STATES,
+    TASK_SUCCESS,
+    TASK_UP_FOR_RETRY,
+    DeadLetterRecord,
+)
+from beatflow.store.task_runs import ERROR_MAX_CHARS, TRACEBACK_MAX_CHARS, clean_text
 
 
 class DeadLettersMixin(StoreBase):
@@ -39,8 +49,8 @@ class DeadLettersMixin(StoreBase):
             "map_index": map_index,
             "args": check_conf(args, f"args of the {what}"),
             "conf": check_conf(conf, f"conf of the {what}"),
-            "error": error,
-            "traceback": traceback,
+            "error": clean_text(error, ERROR_MAX_CHARS),
+            "traceback": clean_text(traceback, TRACEBACK_MAX_CHARS),
             "tries": tries,
             "created_at": utcnow(),
         }
@@ -70,6 +80,57 @@ class DeadLettersMixin(StoreBase):
                 .first()
             )
         return None if row is None else dead_letter_record(row)
+
+    def start_replay(self, id: int, downstream: Collection[str] = ()) -> DeadLetterRecord:
+        """In one transaction: stamp the dead letter replayed, put its task run (which must
+        still be ``failed``) back to up_for_retry as the next try, and do the same to the
+        unsuccessful finished task runs of ``downstream`` (task ids) in its DAG run. Nothing
+        changes if any check fails: a letter replayed already, or whose task run is no longer
+        failed (it succeeded since, or a stale worker's letter), raises BeatflowError."""
+        with self._write(f"replaying dead letter {id}", transaction=True) as conn:
+            row = (
+                conn.execute(sa.select(dead_letters).where(dead_letters.c.id == id))
+                .mappings()
+                .first()
+            )
+            if row is None:
+                raise BeatflowError(f"no dead letter {id}; see `beatflow dlq list`")
+            letter = dead_letter_record(row)
+            stamped = conn.execute(
+                sa.update(dead_letters)
+                .where(dead_letters.c.id == id, dead_letters.c.replayed_at.is_(None))
+                .values(replayed_at=utcnow())
+            ).rowcount
+            if stamped != 1:
+                raise BeatflowError(f"dead letter {id} was replayed already")
+            reset = {"state": TASK_UP_FOR_RETRY, "lease_token": None, "lease_expires_at": None}
+            own = conn.execute(
+                sa.update(task_runs)
+                .where(
+                    task_runs.c.dedupe_key == letter.dedupe_key, task_runs.c.state == TASK_FAILED
+                )
+                .values(**reset)
+            ).rowcount
+            if own != 1:
+                state = conn.execute(
+                    sa.select(task_runs.c.state).where(task_runs.c.dedupe_key == letter.dedupe_key)
+                ).scalar()
+                raise BeatflowError(
+                    f"dead letter {id}: its task run {letter.dedupe_key!r} is "
+                    f"{state or 'gone'}, not failed; nothing to replay"
+                )
+            if downstream:
+                conn.execute(
+                    sa.update(task_runs)
+                    .where(
+                        task_runs.c.dag_id == letter.dag_id,
+                        task_runs.c.run_id == letter.run_id,
+                        task_runs.c.task_id.in_(sorted(downstream)),
+                        task_runs.c.state.in_(sorted(TASK_RUN_TERMINAL_STATES - {TASK_SUCCESS})),
+                    )
+                    .values(**reset)
+                )
+        return letter
 
     def mark_dead_letter_replayed(self, id: int) -> None:
         """Stamp replayed_at (once); the dead letter leaves the default listing."""

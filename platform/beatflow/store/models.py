@@ -87,6 +87,10 @@ class TaskRun(Base):
     result: Mapped[Any] = mapped_column(Json, nullable=True)
     error: Mapped[str | None] = mapped_column(sa.Text)
     traceback: Mapped[str | None] = mapped_column(sa.Text)
+    # out of band, never read from the result: a .map() task's instance count (migration 0002)
+    map_count: Mapped[int | None] = mapped_column(sa.Integer)
+    # the run whose task run did the side effect, for a dedupe key shared across runs (0002)
+    deduped_from: Mapped[str | None] = mapped_column(sa.String(250))
 
 
 class DeadLetter(Base):

@@ -96,6 +96,8 @@ class TaskRunRecord:
     result: Any
     error: str | None
     traceback: str | None
+    map_count: int | None = None  # a .map() task's instance count, once it expanded
+    deduped_from: str | None = None  # the run that did it (a dedupe key shared across runs)
 
     @property
     def duration_seconds(self) -> float | None:

@@ -5,7 +5,11 @@ same message, one runs it, the others wait for it or get its stored result.
 A claim carries a lease (token + expiry). The holder renews it while it runs; a lease that
 expires means its worker died, and the next claim takes the task run over as a new try. Only
 the current token can finish a task run, so a worker whose lease was taken over cannot
-overwrite its successor."""
+overwrite its successor. Lease times come from the database's clock (see claim_sql).
+
+Text written to the database (errors, tracebacks) is sanitised first: NUL bytes, which
+PostgreSQL refuses in text, are replaced and sizes are capped, so recording a failure can
+never itself fail on what the error says."""
 
 from __future__ import annotations
 
@@ -22,6 +26,7 @@ from beatflow.store.claim_sql import claim_statements
 from beatflow.store.engine import dumps_json, require_aware, utcnow
 from beatflow.store.models import task_runs
 from beatflow.store.records import (
+    TASK_FAILED,
     TASK_RUN_DECIDED_STATES,
     TASK_RUN_FINISH_STATES,
     TASK_RUN_TERMINAL_STATES,
@@ -32,6 +37,22 @@ from beatflow.store.records import (
 )
 
 RESULT_HINT = "put big data in object storage and return its key"
+ERROR_MAX_CHARS = 10_000
+TRACEBACK_MAX_CHARS = 100_000
+
+
+def clean_text(text: str | None, limit: int) -> str | None:
+    """``text`` as the database accepts it: NUL bytes shown as ``\\x00``, at most ``limit``
+    characters (the cut is said)."""
+    if text is None:
+        return None
+    text = text.replace("\x00", "\\x00")
+    if len(text) > limit:
+        cut = f"... [{len(text) - limit} more characters cut]"
+        text = text[: max(0, limit - len(cut))] + cut
+    return text
+
+
 # how often a claim retries when the row changes between its statements (e.g. a concurrent reset)
 _CLAIM_ATTEMPTS = 5
 
@@ -63,17 +84,18 @@ class TaskRunsMixin(StoreBase):
             token = uuid.uuid4().hex
             lease = {
                 "p_key": dedupe_key,
-                "p_now": now,
+                **self._lease_clock(now),
                 "p_state": TASK_RUNNING,
                 "p_worker": worker,
                 "p_celery_task_id": celery_task_id,
                 "p_lease_token": token,
-                "p_lease_expires_at": now + timedelta(seconds=self.lease_seconds),
                 "p_started_at": now,
                 "p_ended_at": None,
                 "p_result": None,
                 "p_error": None,
                 "p_traceback": None,
+                "p_map_count": None,
+                "p_deduped_from": None,
             }
             with self._write(f"claiming task run {dedupe_key!r}") as conn:
                 row = conn.execute(sql.insert, {**identity, **lease}).mappings().first()
@@ -97,13 +119,17 @@ class TaskRunsMixin(StoreBase):
     def renew_lease(self, dedupe_key: str, token: str) -> bool:
         """Push the lease expiry out by ``lease_seconds``; False if the lease was taken over
         (the caller should stop: its result will not be recorded)."""
-        params = {
-            "p_key": dedupe_key,
-            "p_token": token,
-            "p_expires": utcnow() + timedelta(seconds=self.lease_seconds),
-        }
+        params = {"p_key": dedupe_key, "p_token": token, **self._lease_clock(utcnow())}
         with self._write(f"renewing the lease of task run {dedupe_key!r}") as conn:
             return conn.execute(claim_statements(self.dialect).renew, params).rowcount == 1
+
+    def _lease_clock(self, now: datetime) -> dict[str, Any]:
+        # PostgreSQL computes lease times with now() and p_lease_seconds; SQLite binds them
+        return {
+            "p_now": now,
+            "p_lease_expires_at": now + timedelta(seconds=self.lease_seconds),
+            "p_lease_seconds": self.lease_seconds,
+        }
 
     def finish_task_run(
         self,
@@ -114,9 +140,11 @@ class TaskRunsMixin(StoreBase):
         result: Any = None,
         error: str | None = None,
         traceback: str | None = None,
+        map_count: int | None = None,
     ) -> bool:
         """Record the outcome of a claimed task run (success, failed or up_for_retry). Applies
         only while ``token`` holds the lease; returns False (nothing written) otherwise.
+        ``map_count``: a .map() task's instance count (its expansion, recorded out of band).
         Raises ResultError, writing nothing, if ``result`` is not JSON or is too large."""
         if state not in TASK_RUN_FINISH_STATES:
             raise StoreError(
@@ -129,12 +157,79 @@ class TaskRunsMixin(StoreBase):
             "p_token": token,
             "p_state": state,
             "p_result": result,
-            "p_error": error,
-            "p_traceback": traceback,
+            "p_error": clean_text(error, ERROR_MAX_CHARS),
+            "p_traceback": clean_text(traceback, TRACEBACK_MAX_CHARS),
             "p_ended_at": utcnow(),
+            "p_map_count": map_count,
         }
         with self._write(f"finishing task run {dedupe_key!r}") as conn:
             return conn.execute(claim_statements(self.dialect).finish, params).rowcount == 1
+
+    def fail_task_run(
+        self,
+        dedupe_key: str,
+        *,
+        dag_id: str,
+        run_id: str,
+        task_id: str,
+        map_index: int = -1,
+        error: str,
+        traceback: str | None = None,
+    ) -> bool:
+        """Mark a task run failed whatever its worker's lease (running, up_for_retry or
+        missing); a final row is left alone. For failures beatflow itself hit around a task
+        (a bad DAG on this worker, a broken dedupe template): the run must still end. True if
+        this call wrote it."""
+        params = {
+            "p_key": dedupe_key,
+            "p_error": clean_text(error, ERROR_MAX_CHARS),
+            "p_traceback": clean_text(traceback, TRACEBACK_MAX_CHARS),
+            "p_ended_at": utcnow(),
+        }
+        with self._write(f"failing task run {dedupe_key!r}") as conn:
+            if conn.execute(claim_statements(self.dialect).fail, params).rowcount == 1:
+                return True
+        return self.set_task_state(
+            dedupe_key,
+            dag_id=dag_id,
+            run_id=run_id,
+            task_id=task_id,
+            map_index=map_index,
+            state=TASK_FAILED,
+            error=error,
+        )
+
+    def record_deduped(
+        self, dedupe_key: str, *, run_id: str, source: TaskRunRecord
+    ) -> TaskRunRecord:
+        """This run's row for a task whose (custom) dedupe key was done by another run: final,
+        with the stored result and ``deduped_from`` naming that run, under this run's default
+        ``dedupe_key``. Insert-or-ignore; returns the row as stored."""
+        values = {
+            "dedupe_key": dedupe_key,
+            "dag_id": source.dag_id,
+            "run_id": run_id,
+            "task_id": source.task_id,
+            "map_index": source.map_index,
+            "state": source.state,
+            "try_number": 0,
+            "result": source.result,
+            "error": clean_text(source.error, ERROR_MAX_CHARS),
+            "map_count": source.map_count,
+            "deduped_from": source.deduped_from or source.run_id,
+            "ended_at": utcnow(),
+        }
+        insert = (
+            self._insert(task_runs)
+            .values(**values)
+            .on_conflict_do_nothing(index_elements=["dedupe_key"])
+        )
+        with self._write(f"recording deduped task run {dedupe_key!r}") as conn:
+            conn.execute(insert)
+        row = self.get_task_run(dedupe_key)
+        if row is None:
+            raise StoreError(f"task run {dedupe_key!r} vanished right after it was written")
+        return row
 
     def check_result(self, dedupe_key: str, result: Any) -> None:
         """Raise ResultError unless ``result`` is JSON-serialisable within result_max_bytes."""
@@ -185,7 +280,7 @@ class TaskRunsMixin(StoreBase):
                 map_index=map_index,
                 state=state,
                 try_number=0,
-                error=error,
+                error=clean_text(error, ERROR_MAX_CHARS),
                 ended_at=utcnow(),
             )
             .on_conflict_do_nothing(index_elements=["dedupe_key"])
