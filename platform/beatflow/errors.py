@@ -7,6 +7,7 @@ BeatflowError
 │   └── DagImportError       a module in the dags folder failed to import
 ├── DagNotFoundError         no DAG with that id is loaded
 ├── ConfError                a trigger's conf does not match the DAG's params
+├── InvalidIdError           a DAG, task or run id outside the safe character set or length
 ├── RunNotFoundError         no DAG run with that DAG id and run id
 ├── RunStateError            an operator's verb does not apply to the run's current state
 ├── BrokerUnavailableError   a DAG run could not be sent: the broker is unreachable
@@ -82,6 +83,15 @@ class ConfError(BeatflowError):
         self.dag_id = dag_id
         self.problems = list(problems)
         super().__init__(f'bad conf for DAG "{dag_id}": ' + "; ".join(self.problems))
+
+
+class InvalidIdError(BeatflowError):
+    """Raised when a DAG id, task id or run id is empty, too long or has unsafe characters."""
+
+    def __init__(self, kind: str, value: str, reason: str) -> None:
+        self.kind = kind
+        self.value = value
+        super().__init__(f"invalid {kind} {value[:80]!r}: {reason}")
 
 
 class RunNotFoundError(BeatflowError):

@@ -15,7 +15,8 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from beatflow.dag import model
 from beatflow.dag.model import Param, Ref, RetryPolicy, TaskSpec
 from beatflow.dag.schedule import Schedule
-from beatflow.errors import DagDefinitionError
+from beatflow.errors import DagDefinitionError, InvalidIdError
+from beatflow.ids import check_dag_id, check_task_id
 
 __all__ = ["DAG", "Param", "TaskRef", "context", "task"]
 
@@ -90,14 +91,10 @@ class DAG:
         on_sla_miss: Callable[..., Any] | None = None,
     ) -> None:
         file, line = _caller()
-        if (
-            not isinstance(dag_id, str)
-            or not dag_id
-            or not all(c.isalnum() or c in "_-" for c in dag_id)
-        ):
-            raise DagDefinitionError(
-                f"invalid DAG id {dag_id!r}: use letters, digits, '_' and '-'", file=file, line=line
-            )
+        try:
+            check_dag_id(dag_id)
+        except InvalidIdError as exc:
+            raise DagDefinitionError(str(exc), file=file, line=line) from None
         tz = _zone(timezone, file, line)
         start = _aware(start_date, tz)
         sched: Schedule | None = None
@@ -257,6 +254,10 @@ class Task:
         file, line = _caller()
         opts = {**dag.defaults, **self.options}
         task_id = opts.get("task_id") or self._free_id(dag, self.fn.__name__)
+        try:
+            check_task_id(task_id)
+        except InvalidIdError as exc:
+            raise DagDefinitionError(f'DAG "{dag.dag_id}": {exc}', file=file, line=line) from None
         spec = TaskSpec(
             task_id=task_id,
             fn=self.fn,

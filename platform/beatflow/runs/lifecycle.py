@@ -17,6 +17,7 @@ from celery.canvas import Signature
 from beatflow.dag.compile import compile_run
 from beatflow.errors import BeatflowError, BrokerUnavailableError, StoreUnavailableError
 from beatflow.execution import events, rules
+from beatflow.ids import check_run_id
 from beatflow.runtime import Runtime, runtime_of
 from beatflow.states import DAG_RUN_ACTIVE, DAG_RUN_FINAL, DagRunState
 
@@ -70,8 +71,8 @@ def trigger_dag(
     runtime = runtime_of(app)
     dag = runtime.dag(dag_id)
     resolved = dag.resolve_conf(conf)
-    if run_id is not None and (not run_id or len(run_id) > 200 or "/" in run_id):
-        raise BeatflowError(f"invalid run id {run_id!r}: 1-200 characters, no '/'")
+    if run_id is not None:
+        check_run_id(run_id, manual=trigger == "manual")
     run_id = run_id or make_run_id(trigger if trigger != "scheduled" else "scheduled", logical_date)
     record, created = runtime.store.create_dag_run(
         dag_id,
