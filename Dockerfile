@@ -1,30 +1,37 @@
-# syntax=docker/dockerfile:1
-# One image for every beatflow process: worker, beat, flower, exporter, CLI and migrations.
+# One image for every beatflow process: worker, beat, flower, exporter, web, CLI and migrations.
 # The command picks the process (see docker-compose.yml, k8s/ and helm/); nothing here runs as root.
+#
+# Build it with `make image` (deploy/image.sh): the wheels (beatflow's and every dependency's) are
+# built on the host into .wheelhouse/ and installed here with --no-index, so the build itself needs
+# no network. The base is a build argument:
+#   PYTHON_IMAGE=python:3.11-slim                 with a registry (the default)
+#   PYTHON_IMAGE=localhost/beatflow-base:<hash>   without one: Debian bookworm's python3, made
+#                                                 with mmdebstrap and `podman import` (image.sh)
+# Either base has `python3` (Debian's has no `python`); the host's Python must be 3.11 too.
 
 ARG PYTHON_IMAGE=python:3.11-slim
 
-# ---- build: compile wheels and install them into a virtualenv ---------------------------------
+# ---- build: a virtualenv from the wheelhouse, dependencies first (a cached layer) ------------
 FROM ${PYTHON_IMAGE} AS build
 ENV PIP_NO_CACHE_DIR=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1 \
+    PIP_NO_INDEX=1 \
     PYTHONDONTWRITEBYTECODE=1
-RUN apt-get update \
-    && apt-get install -y --no-install-recommends build-essential \
-    && rm -rf /var/lib/apt/lists/*
-RUN python -m venv /opt/beatflow
-WORKDIR /src
-COPY pyproject.toml README.md ./
-COPY platform/ platform/
-RUN /opt/beatflow/bin/pip install --upgrade pip \
-    && /opt/beatflow/bin/pip install . \
+RUN python3 -m venv /opt/beatflow
+COPY .wheelhouse/deps/ /wheels/deps/
+RUN /opt/beatflow/bin/pip install --no-index --find-links /wheels/deps /wheels/deps/*.whl
+COPY .wheelhouse/app/ /wheels/app/
+RUN /opt/beatflow/bin/pip install --no-index --no-deps /wheels/app/beatflow-*.whl \
+    && /opt/beatflow/bin/pip check \
     && /opt/beatflow/bin/python -m compileall -q /opt/beatflow
 
-# ---- runtime: the virtualenv and the dags folder, no compilers, uid 10001 ---------------------
+# ---- runtime: the virtualenv and the dags folder, no wheels, no pip cache, uid 10001 ----------
 FROM ${PYTHON_IMAGE} AS runtime
 LABEL org.opencontainers.image.title="beatflow" \
-      org.opencontainers.image.description="Celery-based DAG platform: worker, beat, flower, exporter" \
+      org.opencontainers.image.description="Celery-based DAG platform: worker, beat, flower, exporter, web" \
       org.opencontainers.image.licenses="Apache-2.0"
+# HOME and every file the processes write (celerybeat-schedule, Python's temp files) are under
+# /tmp: run with a read-only root filesystem and a tmpfs on /tmp.
 ENV PATH=/opt/beatflow/bin:$PATH \
     PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1 \
@@ -40,8 +47,10 @@ WORKDIR /app
 # /app/dags to ship DAGs separately.
 COPY dags/ /app/dags/
 USER 10001:10001
-EXPOSE 5555 9808
+EXPOSE 5555 8080 9808
+STOPSIGNAL SIGTERM
 # `auto` tells the process (worker, beat, flower, exporter) from the container's command line.
 HEALTHCHECK --interval=30s --timeout=15s --start-period=30s --retries=3 \
     CMD ["beatflow", "health", "auto", "--timeout", "10"]
-CMD ["beatflow", "--help"]
+# With no command the container is a worker on the default queues (BEATFLOW_QUEUES).
+CMD ["celery", "-A", "beatflow", "worker", "-l", "info", "-E"]

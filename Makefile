@@ -12,7 +12,7 @@ PYTHON ?= $(shell for p in python3.13 python3.12 python3.11 python3; do \
 PYTEST_ARGS ?=
 SRC := platform tests dags bench
 
-.PHONY: help install deps-system test lint typecheck demo bench sync-rules clean
+.PHONY: help install deps-system test lint typecheck demo bench sync-rules image clean
 
 help:
 	@echo "make install      create $(VENV) (Python >= 3.11) and install beatflow with its dev extras"
@@ -20,6 +20,7 @@ help:
 	@echo "make test         install, then run the whole test suite (starts throwaway Redis/PostgreSQL if none runs)"
 	@echo "make lint         ruff check, ruff format --check, mypy"
 	@echo "make bench        run every bench/bench_*.py"
+	@echo "make image       build the container image with Podman (localhost/beatflow:local; no registry needed)"
 	@echo "make sync-rules   regenerate the alert-rule copies (k8s, Helm) from the rule files"
 	@echo "make clean        remove caches and the embedded stack's state (.beatflow/); keeps $(VENV)"
 
@@ -40,9 +41,10 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
 	@touch $@
 
-# System tools some tests use (promtool for the alert-rule tests). Best effort: installs only
-# what is missing, only as root, only with apt-get; never fails the build by itself.
-SYSTEM_TOOLS := promtool:prometheus
+# System tools some tests use (promtool for the alert-rule tests; podman, runc and mmdebstrap for
+# the container tests). Best effort: installs only what is missing, only as root, only with
+# apt-get; never fails the build by itself.
+SYSTEM_TOOLS := promtool:prometheus podman:podman runc:runc mmdebstrap:mmdebstrap
 deps-system:
 	@missing=""; for pair in $(SYSTEM_TOOLS); do \
 		cmd=$${pair%%:*}; pkg=$${pair##*:}; \
@@ -84,6 +86,12 @@ bench: install
 sync-rules: install
 	$(BIN)/python -m beatflow.deploy.rules
 
+# The image, with Podman: base from Debian packages (mmdebstrap) unless BEATFLOW_BASE_IMAGE names
+# one (python:3.11-slim with a registry); wheels built on the host; base and wheels cached in
+# ~/.cache/beatflow-image. See deploy/image.sh.
+image: install
+	PYTHON=$(BIN)/python deploy/image.sh
+
 clean:
-	rm -rf .beatflow .pytest_cache .mypy_cache .ruff_cache build dist
+	rm -rf .beatflow .pytest_cache .mypy_cache .ruff_cache build dist .wheelhouse
 	find . -path ./$(VENV) -prune -o -name __pycache__ -type d -exec rm -rf {} +
