@@ -16,6 +16,7 @@ from beatflow.execution.lease import LeaseKeeper
 from beatflow.execution.tasks import install
 from beatflow.logs import configure_logging
 from beatflow.observability.flower import configure_if_flower
+from beatflow.runs import finish, fire
 from beatflow.runtime import Runtime, attach, runtime_of
 from beatflow.settings import Settings
 from beatflow.store import Store
@@ -55,6 +56,8 @@ def create_app(settings: Settings | None = None, *, load_dags: bool = True) -> C
     )
     attach(app, runtime)
     install(app, runtime, load_dags=load_dags)
+    fire.register(app)
+    finish.register(app)
     return app
 
 

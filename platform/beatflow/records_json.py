@@ -1,4 +1,5 @@
-"""The JSON shapes of `--json` output: a stable, documented contract (see README, "CLI")."""
+"""The JSON shapes of records, shared by the CLI's `--json` output and the web API: a stable,
+documented contract (see README, "CLI")."""
 
 from __future__ import annotations
 

@@ -2,18 +2,24 @@
 
 from __future__ import annotations
 
-import json
 import sys
 from datetime import UTC, datetime
 from typing import Any
 
 import click
 
-from beatflow.cli.common import echo_json, get_app_or_exit, runtime_or_exit
-from beatflow.cli.records import dag_run_json, task_run_json
+from beatflow.cli.common import (
+    echo_json,
+    get_app_or_exit,
+    load_settings,
+    parse_conf,
+    runtime_or_exit,
+)
 from beatflow.dag.loader import DagBag, load_dags
 from beatflow.dag.model import DAG
 from beatflow.errors import BeatflowError
+from beatflow.records_json import dag_run_json, task_run_json
+from beatflow.runtime import runtime_of
 
 
 @click.group()
@@ -22,8 +28,6 @@ def dags() -> None:
 
 
 def _bag() -> DagBag:
-    from beatflow.cli.common import load_settings
-
     return load_dags(load_settings().dags_folder)
 
 
@@ -122,11 +126,7 @@ def show(dag_id: str, fmt: str) -> None:
     from beatflow.dag.plan import build_plan
     from beatflow.dag.render import plan_dict, render_dot, render_mermaid, render_text
 
-    bag = _bag()
-    try:
-        dag = bag.get(dag_id)
-    except BeatflowError as exc:
-        raise click.ClickException(str(exc)) from exc
+    dag = _bag().get(dag_id)
     if fmt == "mermaid":
         click.echo(render_mermaid(dag))
     elif fmt == "dot":
@@ -161,22 +161,6 @@ def show(dag_id: str, fmt: str) -> None:
         click.echo(render_text(dag))
 
 
-def _parse_conf(raw: str | None) -> dict[str, Any] | None:
-    if raw is None:
-        return None
-    try:
-        conf = json.loads(raw)
-    except json.JSONDecodeError as exc:
-        raise click.BadParameter(
-            f"not valid JSON ({exc.msg} at column {exc.colno})", param_hint="--conf"
-        ) from None
-    if not isinstance(conf, dict):
-        raise click.BadParameter(
-            "must be a JSON object, e.g. '{\"limit\": 10}'", param_hint="--conf"
-        )
-    return conf
-
-
 @dags.command()
 @click.argument("dag_id")
 @click.option("--conf", help="JSON object of params for this run, checked against the DAG.")
@@ -196,12 +180,9 @@ def trigger(
     """Start a DAG run now."""
     from beatflow.runs import follow_run, trigger_dag
 
-    parsed = _parse_conf(conf)
+    parsed = parse_conf(conf)
     app = get_app_or_exit()
-    try:
-        record = trigger_dag(app, dag_id, conf=parsed, run_id=run_id)
-    except BeatflowError as exc:
-        raise click.ClickException(str(exc)) from exc
+    record = trigger_dag(app, dag_id, conf=parsed, run_id=run_id)
     if not wait:
         if as_json:
             echo_json(dag_run_json(record))
@@ -222,8 +203,6 @@ def trigger(
         click.echo(f"error: {exc}", err=True)
         sys.exit(3)
     if as_json:
-        from beatflow.runtime import runtime_of
-
         store = runtime_of(app).store
         echo_json(
             {
@@ -238,10 +217,7 @@ def trigger(
 
 def _set_paused(dag_id: str, paused: bool) -> None:
     runtime = runtime_or_exit()
-    try:
-        runtime.dag(dag_id)
-    except BeatflowError as exc:
-        raise click.ClickException(str(exc)) from exc
+    runtime.dag(dag_id)  # an unknown DAG ends the command here
     runtime.store.set_paused(dag_id, paused)
     click.echo(f"{dag_id} {'paused' if paused else 'unpaused'}")
 
@@ -283,10 +259,7 @@ def backfill(dag_id: str, start: str, end: str, as_json: bool) -> None:
     if finish < begin:
         raise click.BadParameter("--end is before --start", param_hint="--end")
     app = get_app_or_exit()
-    try:
-        runs = run_backfill(app, dag_id, begin, finish)
-    except BeatflowError as exc:
-        raise click.ClickException(str(exc)) from exc
+    runs = run_backfill(app, dag_id, begin, finish)
     if as_json:
         echo_json([dag_run_json(r) for r in runs])
     else:

@@ -4,7 +4,6 @@ one DAG to completion with a live display and exits 0 on success, 1 otherwise.""
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import signal
 import time
@@ -14,26 +13,16 @@ from typing import Any
 
 import click
 
+from beatflow.app import create_app
+from beatflow.cli.common import load_settings, parse_conf
+from beatflow.dag.loader import load_dags
 from beatflow.dev.display import TaskChangePrinter
 from beatflow.dev.stack import DevStack, StackInfo, StopRequested
-from beatflow.errors import BeatflowError
-from beatflow.settings import Settings, mask_url
+from beatflow.errors import BeatflowError, DagNotFoundError
+from beatflow.runs import follow_run, trigger_dag
+from beatflow.settings import mask_url
 
 _STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
-
-
-def _parse_conf(raw: str | None) -> dict[str, Any] | None:
-    if raw is None:
-        return None
-    try:
-        conf = json.loads(raw)
-    except ValueError as exc:
-        raise click.BadParameter(
-            f'not JSON ({exc}); e.g. --conf \'{{"day": "2026-01-01"}}\''
-        ) from None
-    if not isinstance(conf, dict):
-        raise click.BadParameter('expected a JSON object, e.g. --conf \'{"day": "2026-01-01"}\'')
-    return conf
 
 
 @click.command()
@@ -46,12 +35,14 @@ def dev(dag_id: str | None, conf_json: str | None, timeout: float) -> None:
 
     Ctrl-C or SIGTERM stops every one of them.
     """
-    conf = _parse_conf(conf_json)
+    conf = parse_conf(conf_json)
     if conf is not None and dag_id is None:
         raise click.BadParameter("--conf needs --run DAG_ID", param_hint="--conf")
     # The CLI is the boundary where the environment enters: children inherit it, with the
     # URLs of the stack added.
-    stack = DevStack(environ=dict(os.environ), cwd=Path.cwd(), echo=click.echo)
+    stack = DevStack(
+        environ=dict(os.environ), settings=load_settings(), cwd=Path.cwd(), echo=click.echo
+    )
 
     def on_signal(_signum: int, _frame: FrameType | None) -> None:
         stack.request_stop()  # only a flag: see DevStack.request_stop
@@ -80,11 +71,7 @@ def dev(dag_id: str | None, conf_json: str | None, timeout: float) -> None:
 
 def _check_dag_exists(dag_id: str, stack: DevStack) -> None:
     """Fail in a second, before anything starts, when the dags folder has no such DAG."""
-    from beatflow.dag.loader import load_dags
-    from beatflow.errors import DagNotFoundError
-
-    settings = Settings.from_env(stack.environ)
-    bag = load_dags(stack.cwd / settings.dags_folder)
+    bag = load_dags(stack.cwd / stack.settings.dags_folder)
     if dag_id not in bag.dags:
         for error in bag.errors:
             click.echo(f"error: {error}", err=True)
@@ -109,10 +96,8 @@ def _essential_child_died(stack: DevStack) -> bool:
 
 
 def _follow(stack: DevStack, dag_id: str, conf: dict[str, Any] | None, timeout: float) -> int:
-    from beatflow.app import create_app
-    from beatflow.runs import follow_run, trigger_dag
-
-    app = create_app(Settings.from_env(stack.child_env))
+    assert stack.child_settings is not None  # set by stack.start()
+    app = create_app(stack.child_settings)
     try:
         started = time.monotonic()
         record = trigger_dag(app, dag_id, conf=conf)
@@ -166,12 +151,11 @@ def _release_pending_results(app: Any) -> None:
 
 
 def _print_ready(info: StackInfo, running: str | None) -> None:
-    metrics = info.metrics_url or "(no exporter installed: `beatflow exporter` is not registered)"
     lines = [
         "beatflow dev: ready",
         f"  flower    {info.flower_url}   user {info.flower_user}   password "
         f"{info.flower_password}",
-        f"  metrics   {metrics}",
+        f"  metrics   {info.metrics_url}",
         f"  broker    {mask_url(info.broker_url)}",
         f"  database  {mask_url(info.database_url)}",
         f"  worker    {info.worker_node}  queues {','.join(info.queues)}",

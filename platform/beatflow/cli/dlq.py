@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from beatflow.cli.common import echo_json, get_app_or_exit, runtime_or_exit
-from beatflow.cli.records import dead_letter_json
+from beatflow.records_json import dead_letter_json
 
 
 @click.group()

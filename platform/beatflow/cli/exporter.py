@@ -10,7 +10,10 @@ from types import FrameType
 
 import click
 
-from beatflow.cli.common import load_settings
+from beatflow.cli.common import get_app_or_exit
+from beatflow.logs import configure_logging
+from beatflow.observability.exporter import Exporter
+from beatflow.runtime import runtime_of
 
 
 @click.command()
@@ -46,13 +49,11 @@ def exporter(
     host: str, port: int | None, redis_interval: float, db_interval: float, worker_timeout: float
 ) -> None:
     """Serve /metrics and /healthz for Prometheus until SIGTERM or Ctrl-C."""
-    from beatflow.logs import configure_logging
-    from beatflow.observability.exporter import Exporter
-
-    settings = load_settings()
+    app = get_app_or_exit()
+    settings = runtime_of(app).settings
     configure_logging(settings)
     ex = Exporter(
-        settings,
+        app,
         redis_interval=redis_interval,
         db_interval=db_interval,
         worker_timeout=worker_timeout,

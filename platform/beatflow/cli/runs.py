@@ -6,7 +6,7 @@ from __future__ import annotations
 import click
 
 from beatflow.cli.common import echo_json, runtime_or_exit
-from beatflow.cli.records import dag_run_json, task_run_json
+from beatflow.records_json import dag_run_json, task_run_json
 
 STATES = ["queued", "running", "success", "failed"]
 

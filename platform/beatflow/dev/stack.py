@@ -19,10 +19,14 @@ from pathlib import Path
 
 from celery import Celery
 
+from beatflow.app import create_app
+from beatflow.dag.loader import load_dags
 from beatflow.dev import redis as local_redis
 from beatflow.dev.processes import Child, Supervisor, reap_stale
 from beatflow.errors import DevStackError
 from beatflow.settings import Settings
+from beatflow.store.engine import create_engine
+from beatflow.store.schema import migrate
 
 log = logging.getLogger(__name__)
 
@@ -42,7 +46,7 @@ class StackInfo:
     flower_url: str
     flower_user: str
     flower_password: str
-    metrics_url: str | None
+    metrics_url: str
     log_dir: Path
     worker_node: str
     queues: tuple[str, ...]
@@ -50,9 +54,11 @@ class StackInfo:
 
 @dataclass
 class DevStack:
-    """One embedded stack rooted at ``cwd``; ``environ`` is what children inherit."""
+    """One embedded stack rooted at ``cwd``; ``environ`` is what children inherit and
+    ``settings`` what it says (the caller builds them once, from the same environment)."""
 
     environ: Mapping[str, str]
+    settings: Settings
     cwd: Path
     echo: Callable[[str], None] = print
     grace: float = 15.0
@@ -60,6 +66,7 @@ class DevStack:
     redis_child: Child | None = field(default=None, init=False)
     info: StackInfo | None = field(default=None, init=False)
     child_env: dict[str, str] = field(default_factory=dict, init=False)
+    child_settings: Settings | None = field(default=None, init=False)
     _reported_dead: set[str] = field(default_factory=set, init=False)
     stop_requested: threading.Event = field(default_factory=threading.Event, init=False)
 
@@ -96,7 +103,7 @@ class DevStack:
         return self.info
 
     def _start(self, with_beat: bool, ready_timeout: float) -> StackInfo:
-        settings = Settings.from_env(self.environ)
+        settings = self.settings
         env = dict(self.environ)
         env["PYTHONUNBUFFERED"] = "1"
 
@@ -105,11 +112,13 @@ class DevStack:
         else:
             broker_url = self._start_redis()
             env["BEATFLOW_BROKER_URL"] = broker_url
+            settings = settings.replace(broker_url=broker_url)
         if self.environ.get("BEATFLOW_DATABASE_URL"):
             database_url = settings.database_url
         else:
             database_url = f"sqlite:///{self.state_dir / 'beatflow.db'}"
             env["BEATFLOW_DATABASE_URL"] = database_url
+            settings = settings.replace(database_url=database_url)
 
         flower_port = self._port(settings.flower_port, "BEATFLOW_FLOWER_PORT")
         metrics_port = self._port(settings.metrics_port, "BEATFLOW_METRICS_PORT")
@@ -122,8 +131,11 @@ class DevStack:
             # Flower reads FLOWER_* options from the environment: the password stays out of `ps`.
             FLOWER_BASIC_AUTH=f"{settings.flower_user}:{password}",
         )
-        settings = Settings.from_env(env)
+        settings = settings.replace(
+            flower_port=flower_port, flower_password=password, metrics_port=metrics_port
+        )
         self.child_env = env
+        self.child_settings = settings
         self._upgrade_database(settings.database_url)
 
         queues = self._queues(settings)
@@ -169,17 +181,15 @@ class DevStack:
             "BEATFLOW_FLOWER_PORT",
         )
         flower_url = f"http://127.0.0.1:{flower_port}/"
-        metrics_url = None
-        if _has_command("exporter"):
-            exporter = "import sys; from beatflow.cli import main; sys.exit(main())"
-            metrics_port = self._start_listener(
-                "exporter",
-                lambda _port: [sys.executable, "-c", exporter, "exporter"],
-                "http://127.0.0.1:{port}/metrics",
-                metrics_port,
-                "BEATFLOW_METRICS_PORT",
-            )
-            metrics_url = f"http://127.0.0.1:{metrics_port}/metrics"
+        exporter = "import sys; from beatflow.cli import main; sys.exit(main())"
+        metrics_port = self._start_listener(
+            "exporter",
+            lambda _port: [sys.executable, "-c", exporter, "exporter"],
+            "http://127.0.0.1:{port}/metrics",
+            metrics_port,
+            "BEATFLOW_METRICS_PORT",
+        )
+        metrics_url = f"http://127.0.0.1:{metrics_port}/metrics"
 
         worker_node = node.replace("%h", socket.gethostname())
         self._wait_for_worker(settings, worker_node, ready_timeout)
@@ -222,9 +232,6 @@ class DevStack:
         return local_redis.free_port(preferred=configured)
 
     def _upgrade_database(self, url: str) -> None:
-        from beatflow.store.engine import create_engine
-        from beatflow.store.schema import migrate
-
         engine = create_engine(url)
         try:
             migrate(engine)
@@ -235,10 +242,8 @@ class DevStack:
         """The configured queues plus any queue a task in the dags folder names."""
         queues = list(settings.queues)
         try:
-            from beatflow.dag.loader import load_dags
-
             bag = load_dags(self.cwd / settings.dags_folder)
-        except Exception as exc:  # the worker reports DAG errors itself, by file and line
+        except Exception as exc:  # noqa: BLE001 - the worker reports DAG errors by file and line
             log.debug("could not scan the dags folder for queues: %s", exc)
             return tuple(queues)
         for dag in bag.dags.values():
@@ -249,9 +254,8 @@ class DevStack:
         return tuple(queues)
 
     def ping_app(self, settings: Settings) -> Celery:
-        app = Celery("beatflow-dev", set_as_current=False)
-        app.conf.update(settings.celery_config())
-        return app
+        """An app of the composition root for ``settings`` (DAGs not loaded): pings, triggers."""
+        return create_app(settings, load_dags=False)
 
     def _wait_for_worker(self, settings: Settings, node: str, timeout: float) -> None:
         app = self.ping_app(settings)
@@ -340,9 +344,3 @@ class DevStack:
         for path in self.supervisor.run_dir.glob("*.celery.pid"):
             path.unlink(missing_ok=True)
         self.supervisor.release()
-
-
-def _has_command(name: str) -> bool:
-    from beatflow.cli import COMMANDS
-
-    return name in COMMANDS

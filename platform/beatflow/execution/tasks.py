@@ -1,6 +1,7 @@
-"""The Celery tasks beatflow registers on its app: one per DAG task (``<dag_id>.<task_id>``),
-plus ``beatflow.segment`` (expand a big part of a plan on a worker), ``beatflow.map_chunk``
-(expand a slice of a wide mapping) and ``beatflow.finish_run`` (close a DAG run)."""
+"""The worker-side tasks of execution: one per DAG task (``<dag_id>.<task_id>``), plus
+``beatflow.segment`` (expand a big part of a plan on a worker) and ``beatflow.map_chunk``
+(expand a slice of a wide mapping). The composition root (:mod:`beatflow.app`) calls
+:func:`install`; the tasks of ``runs/`` (firing, closing a run) are registered there too."""
 
 from __future__ import annotations
 
@@ -11,7 +12,6 @@ from celery import Celery, signals
 from celery import Task as CeleryTask
 
 from beatflow.dag.compile import (
-    FINISH_TASK,
     MAP_CHUNK_TASK,
     SEGMENT_TASK,
     compile_node,
@@ -22,19 +22,17 @@ from beatflow.dag.compile import (
 from beatflow.dag.loader import DagBag
 from beatflow.dag.model import DAG, TaskSpec
 from beatflow.dag.plan import at_path
-from beatflow.errors import BeatflowError, StoreUnavailableError
+from beatflow.errors import BeatflowError
 from beatflow.execution import node
-from beatflow.execution.options import TASK_OPTIONS, store_retry_delay
-from beatflow.runs import fire as scheduler_tasks
+from beatflow.execution.options import TASK_OPTIONS
 from beatflow.runtime import Runtime, runtime_of
 
 log = logging.getLogger(__name__)
 
 
 def install(app: Celery, runtime: Runtime, *, load_dags: bool = True) -> None:
-    """Register beatflow's tasks on ``app`` (and the DAGs' when asked)."""
+    """Register the execution tasks on ``app`` (and the DAGs' when asked)."""
     _register_builtin(app)
-    scheduler_tasks.register(app)
     if load_dags:
         register_dag_tasks(app, runtime.dagbag)
 
@@ -87,13 +85,3 @@ def _register_builtin(app: Celery) -> None:
     ) -> None:
         dag = runtime_of(self.app).dag(dag_id)
         self.replace(map_signatures(self.app, dag, task_id, run_id, start, end))
-
-    @app.task(name=FINISH_TASK, **TASK_OPTIONS)  # type: ignore[untyped-decorator]
-    def finish_run(self: CeleryTask, dag_id: str, run_id: str) -> str:
-        from beatflow.runs.lifecycle import close_run
-
-        runtime = runtime_of(self.app)
-        try:
-            return close_run(runtime, dag_id, run_id)
-        except StoreUnavailableError as exc:
-            raise self.retry(countdown=store_retry_delay(self.request.retries), exc=exc) from exc

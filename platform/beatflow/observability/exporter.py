@@ -10,7 +10,6 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from http.server import ThreadingHTTPServer
-from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 import redis
@@ -24,10 +23,9 @@ from beatflow.observability.http import make_server
 from beatflow.observability.metrics import Metrics
 from beatflow.observability.render import Renderer
 from beatflow.observability.results import ResultsPoller
-from beatflow.settings import Settings, mask_url
-
-if TYPE_CHECKING:
-    from beatflow.store import Store
+from beatflow.runtime import runtime_of
+from beatflow.settings import mask_url
+from beatflow.store import Store
 
 log = logging.getLogger(__name__)
 
@@ -45,11 +43,14 @@ def redis_client(url: str, timeout: float = 2.0) -> redis.Redis:
 
 
 class Exporter:
-    """Everything ``beatflow exporter`` runs; ``start()`` then ``serve()``/``stop()``."""
+    """Everything ``beatflow exporter`` runs; ``start()`` then ``serve()``/``stop()``.
+
+    ``app`` comes from the composition root (:func:`beatflow.app.create_app`): its settings are
+    the exporter's, its connection follows the event stream. ``stop()`` closes it."""
 
     def __init__(
         self,
-        settings: Settings,
+        app: Celery,
         *,
         redis_interval: float = 5.0,
         db_interval: float = 15.0,
@@ -57,14 +58,14 @@ class Exporter:
         dags_reload_interval: float = 60.0,
         load_dag_folder: bool = True,
     ) -> None:
+        settings = runtime_of(app).settings
         self.settings = settings
         self.metrics = Metrics()
         self.redis_interval = redis_interval
         self.db_interval = db_interval
         self.dags_reload_interval = dags_reload_interval
         self.load_dag_folder = load_dag_folder
-        self.app = Celery("beatflow-exporter", set_as_current=False)
-        self.app.conf.update(settings.celery_config())
+        self.app = app
         self.handler = EventHandler(
             self.metrics, default_queue=settings.default_queue, worker_timeout=worker_timeout
         )
@@ -230,8 +231,6 @@ class Exporter:
     @property
     def store(self) -> Store:
         if self._store is None:
-            from beatflow.store import Store
-
             self._store = Store.from_settings(self.settings)
         return self._store
 

@@ -1,0 +1,228 @@
+"""The package's import graph, read from the source (AST, no import): packages form no cycle and
+no module imports a layer above its own, lazy (function-level) imports included.
+
+Imports under ``if TYPE_CHECKING:`` are left out: they never run, so they order nothing at load
+time (``beatflow/runtime.py`` names the types it holds that way). A violation that is known and
+being removed is listed in ALLOWED with who removes it; the list only shrinks, and an entry that
+no longer matches an import fails the test so it is deleted."""
+
+from __future__ import annotations
+
+import ast
+from collections import defaultdict
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+PACKAGE = Path(__file__).resolve().parents[2] / "platform" / "beatflow"
+
+# Bottom first. A module may import its own layer and the layers below. "beatflow" is the
+# package facade (beatflow/__init__.py: `from beatflow import DAG, task`, `celery -A beatflow`):
+# for users, not for the package's own modules.
+LAYERS: list[set[str]] = [
+    {"states", "errors", "ids", "settings", "logs", "runtime", "connections", "records_json"},
+    {"dag"},
+    {"store"},
+    {"execution"},
+    {"runs"},
+    {"scheduler"},
+    {"observability"},
+    {"app"},
+    {"dev", "web", "chaos", "deploy"},
+    {"cli", "beatflow"},
+]
+
+# (importing module, imported module) -> who removes it. Only shrinks.
+ALLOWED: dict[tuple[str, str], str] = {}
+
+
+@dataclass(frozen=True)
+class Edge:
+    source: str  # module, e.g. beatflow.runs.fire
+    target: str  # module or package imported, e.g. beatflow.execution.options
+    line: int
+    lazy: bool
+
+    def __str__(self) -> str:
+        how = "lazy import" if self.lazy else "import"
+        return f"{self.source}:{self.line} {how} {self.target}"
+
+
+def package_of(module: str) -> str:
+    """The top-level part of beatflow a module belongs to: 'beatflow.runs.fire' -> 'runs'."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else "beatflow"
+
+
+def module_name(path: Path) -> str:
+    rel = path.relative_to(PACKAGE.parent).with_suffix("")
+    return ".".join(rel.parts).removesuffix(".__init__")
+
+
+def _type_checking_nodes(tree: ast.AST) -> set[int]:
+    skipped: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            for child in node.body:
+                skipped.update(id(n) for n in ast.walk(child))
+    return skipped
+
+
+def _function_nodes(tree: ast.AST) -> set[int]:
+    inside: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda):
+            inside.update(id(n) for n in ast.walk(node) if n is not node)
+    return inside
+
+
+def _absolute(module: str, node: ast.ImportFrom, is_package: bool) -> str:
+    if node.level == 0:
+        return node.module or ""
+    base = module.split(".")
+    if not is_package:
+        base = base[:-1]
+    base = base[: len(base) - (node.level - 1)]
+    return ".".join([*base, node.module] if node.module else base)
+
+
+def edges_of(path: Path) -> Iterator[Edge]:
+    yield from edges_in(path.read_text(), module_name(path), path.name == "__init__.py")
+
+
+def edges_in(source: str, module: str, is_package: bool = False) -> Iterator[Edge]:
+    tree = ast.parse(source, module)
+    skipped, lazy = _type_checking_nodes(tree), _function_nodes(tree)
+    for node in ast.walk(tree):
+        if id(node) in skipped:
+            continue
+        if isinstance(node, ast.Import):
+            targets = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = _absolute(module, node, is_package)
+            # `from beatflow.runs import fire` imports the submodule when there is one
+            targets = [
+                f"{base}.{a.name}" if _is_module(f"{base}.{a.name}") else base for a in node.names
+            ]
+        else:
+            continue
+        for target in dict.fromkeys(targets):
+            if target == "beatflow" or target.startswith("beatflow."):
+                yield Edge(module, target, node.lineno, id(node) in lazy)
+
+
+def _is_module(dotted: str) -> bool:
+    path = PACKAGE.parent.joinpath(*dotted.split("."))
+    return path.with_suffix(".py").is_file() or (path / "__init__.py").is_file()
+
+
+def all_edges() -> list[Edge]:
+    return [edge for path in sorted(PACKAGE.rglob("*.py")) for edge in edges_of(path)]
+
+
+def layer_of(package: str) -> int:
+    for index, layer in enumerate(LAYERS):
+        if package in layer:
+            return index
+    raise AssertionError(
+        f"package beatflow.{package} is in no layer: add it to LAYERS in {__file__}"
+    )
+
+
+def upward(edges: list[Edge]) -> list[Edge]:
+    return [
+        e
+        for e in edges
+        if layer_of(package_of(e.target)) > layer_of(package_of(e.source))
+        and (e.source, e.target) not in ALLOWED
+    ]
+
+
+def package_cycles(edges: list[Edge]) -> list[list[str]]:
+    """The sets of two or more packages that reach one another (each a cycle or several)."""
+    graph: dict[str, set[str]] = defaultdict(set)
+    for e in edges:
+        a, b = package_of(e.source), package_of(e.target)
+        if a != b and (e.source, e.target) not in ALLOWED:
+            graph[a].add(b)
+
+    def reach(start: str) -> set[str]:
+        seen: set[str] = set()
+        todo = [start]
+        while todo:
+            for nxt in graph[todo.pop()] - seen:
+                seen.add(nxt)
+                todo.append(nxt)
+        return seen
+
+    reached = {p: reach(p) for p in list(graph)}
+    groups = {
+        frozenset({p} | {q for q in reached[p] if p in reached.get(q, set())})
+        for p in reached
+        if p in reached[p]
+    }
+    return sorted(sorted(g) for g in groups)
+
+
+def test_every_package_has_a_layer() -> None:
+    packages = {package_of(module_name(p)) for p in PACKAGE.rglob("*.py")}
+    for package in sorted(packages):
+        layer_of(package)
+
+
+def test_no_import_runs_up_a_layer() -> None:
+    bad = upward(all_edges())
+    assert not bad, "imports that run up a layer (see LAYERS):\n" + "\n".join(
+        f"  {e}  ({package_of(e.source)} is below {package_of(e.target)})" for e in bad
+    )
+
+
+def test_no_cycle_between_packages() -> None:
+    edges = all_edges()
+    cycles = package_cycles(edges)
+    detail = []
+    for cycle in cycles:
+        members = set(cycle)
+        detail += [
+            f"  {e}"
+            for e in edges
+            if package_of(e.source) in members
+            and package_of(e.target) in members
+            and package_of(e.source) != package_of(e.target)
+        ]
+    assert not cycles, f"package cycles {cycles}:\n" + "\n".join(detail)
+
+
+def test_allowed_violations_still_exist() -> None:
+    current = {(e.source, e.target) for e in all_edges()}
+    gone = [pair for pair in ALLOWED if pair not in current]
+    assert not gone, f"fixed, delete from ALLOWED: {gone}"
+
+
+# The checker itself: a test that cannot fail proves nothing.
+
+
+def test_checker_sees_lazy_and_relative_imports_but_not_type_only_ones() -> None:
+    source = (
+        "from typing import TYPE_CHECKING\n"
+        "from . import engine\n"
+        "if TYPE_CHECKING:\n"
+        "    from beatflow.app import create_app\n"
+        "def f():\n"
+        "    from beatflow.cli import main\n"
+    )
+    edges = list(edges_in(source, "beatflow.store.x"))
+    assert edges == [
+        Edge("beatflow.store.x", "beatflow.store.engine", 2, False),
+        Edge("beatflow.store.x", "beatflow.cli", 6, True),
+    ]
+    assert upward(edges) == [edges[1]]
+
+
+def test_checker_finds_a_cycle() -> None:
+    edges = [
+        Edge("beatflow.execution.tasks", "beatflow.runs.fire", 1, False),
+        Edge("beatflow.runs.fire", "beatflow.execution.options", 1, False),
+        Edge("beatflow.runs.fire", "beatflow.errors", 1, False),
+    ]
+    assert package_cycles(edges) == [["execution", "runs"]]
