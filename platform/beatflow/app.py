@@ -13,6 +13,7 @@ from celery import Celery, signals
 
 from beatflow.dag.loader import load_dags as load_dags_folder
 from beatflow.execution.lease import LeaseKeeper
+from beatflow.execution.log_capture import install_log_capture
 from beatflow.execution.tasks import install
 from beatflow.logs import configure_logging
 from beatflow.observability.flower import configure_if_flower
@@ -56,6 +57,7 @@ def create_app(settings: Settings | None = None, *, load_dags: bool = True) -> C
     )
     attach(app, runtime)
     install(app, runtime, load_dags=load_dags)
+    install_log_capture(runtime)  # task logs into the results DB, in worker processes
     fire.register(app)
     finish.register(app)
     return app

@@ -25,6 +25,11 @@ CORRELATION_FIELDS = ("dag_id", "run_id", "task_id", "try_number", "celery_task_
 _configured = False
 
 
+def current_correlation() -> Mapping[str, Any]:
+    """The correlation ids of the running task run (empty outside one)."""
+    return _CORRELATION.get()
+
+
 @contextmanager
 def correlation(**ids: Any) -> Iterator[None]:
     """Attach ``ids`` to every log line emitted inside the block."""

@@ -70,6 +70,15 @@ class Settings:
     flower_password: str = ""
     flower_port: int = 5555
     metrics_port: int = 9808
+    web_port: int = 8080
+    web_user: str = "admin"
+    web_password: str = ""  # required by `beatflow web`
+    web_tokens: str = ""  # comma-separated name:token pairs (bearer tokens for machines)
+    web_secret_key: str = ""  # session signing key; empty: random per process
+    web_flower_url: str = ""  # Flower's address for task links; empty: this host, flower_port
+    task_log_max_bytes: int = 65_536  # per task run try; 0 turns log capture off
+    api_url: str = ""  # `beatflow dags trigger` goes through this web API when set
+    api_token: str = ""
     log_format: str = "auto"
     log_level: str = "INFO"
     instance: str = ""  # a name for this process in metrics/logs; empty: hostname
@@ -87,6 +96,15 @@ class Settings:
         for name in sorted(known):
             var = PREFIX + name.upper()
             raw = env.get(var)
+            if name in FILE_SETTINGS and env.get(var + "_FILE"):
+                if raw:
+                    problems.append(f"{var} and {var}_FILE are both set: keep one")
+                    continue
+                try:
+                    raw = _read_secret_file(env[var + "_FILE"])
+                except ValueError as exc:
+                    problems.append(f"{var}_FILE={env[var + '_FILE']!r}: {exc}")
+                    continue
             if raw is None or raw == "":
                 continue
             parser = _PARSERS.get(name, _str)
@@ -100,6 +118,7 @@ class Settings:
             for k in env
             if k.startswith(PREFIX)
             and k[len(PREFIX) :].lower() not in known
+            and not (k.endswith("_FILE") and k[len(PREFIX) : -5].lower() in FILE_SETTINGS)
             and not k.startswith(PREFIX + "TEST_")
         )
         if problems:
@@ -259,6 +278,48 @@ class Settings:
 
 
 PUBLISH_RETRY = {"max_retries": 3, "interval_start": 0, "interval_step": 0.5, "interval_max": 1}
+# secrets that may also come from a file named by <VAR>_FILE (Docker/Kubernetes secrets)
+FILE_SETTINGS = frozenset({"web_password", "web_tokens", "web_secret_key", "api_token"})
+
+
+def _read_secret_file(path: str) -> str:
+    try:
+        with open(path, encoding="utf-8") as f:
+            return f.read().strip()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ValueError(f"cannot read the secret file: {exc.__class__.__name__}") from None
+
+
+def parse_tokens(raw: str) -> dict[str, str]:
+    """``name:token,name:token`` -> {name: token}; ValueError says what is wrong."""
+    out: dict[str, str] = {}
+    for item in (i.strip() for i in raw.split(",") if i.strip()):
+        name, sep, token = item.partition(":")
+        name, token = name.strip(), token.strip()
+        if not sep or not _QUEUE_RE.match(name) or len(token) < 16:
+            raise ValueError(
+                "expected comma-separated name:token pairs, names of letters, digits, '_', '-', "
+                "'.', tokens of at least 16 characters"
+            )
+        if name in out:
+            raise ValueError(f"token name {name!r} appears twice")
+        out[name] = token
+    return out
+
+
+def _tokens(raw: str) -> str:
+    parse_tokens(raw)
+    return raw.strip()
+
+
+def _http_url(raw: str) -> str:
+    value = raw.strip().rstrip("/")
+    if urlsplit(value).scheme not in ("http", "https") or not urlsplit(value).netloc:
+        raise ValueError("expected an http:// or https:// URL")
+    return value
+
+
+PUBLISH_RETRY = {"max_retries": 3, "interval_start": 0, "interval_step": 0.5, "interval_max": 1}
 _REDIS_SCHEMES = {"redis", "rediss", "sentinel", "redis-sentinel", "redis+socket", "unix"}
 
 
@@ -375,6 +436,11 @@ _PARSERS: dict[str, Callable[[str], Any]] = {
     "catchup_window": _int(0),
     "flower_port": _int(1, 65535),
     "metrics_port": _int(1, 65535),
+    "web_port": _int(1, 65535),
+    "web_tokens": _tokens,
+    "web_flower_url": _http_url,
+    "task_log_max_bytes": _int(0, 16 << 20),
+    "api_url": _http_url,
     "log_format": _choice("auto", "json", "text"),
     "log_level": _level,
 }

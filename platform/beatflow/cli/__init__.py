@@ -19,6 +19,7 @@ COMMANDS: dict[str, str] = {
     "health": "beatflow.cli.health:health",
     "exporter": "beatflow.cli.exporter:exporter",
     "beat": "beatflow.cli.beat:beat",
+    "web": "beatflow.cli.web:web",
     "chaos": "beatflow.cli.chaos:chaos",
 }
 

@@ -40,6 +40,8 @@ class DagRun(Base):
         sa.Index(None, "queued_at"),
         sa.Index(None, "state", "ended_at"),
         sa.Index(None, "dag_id", "state", "logical_date"),  # the next queued runs, in order
+        sa.Index(None, "dag_id", "id"),  # a DAG's newest runs (web pages, keyset pagination)
+        sa.Index(None, "state", "id"),
     )
 
     id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
@@ -156,9 +158,29 @@ class AuditEvent(Base):
     detail: Mapped[dict[str, Any]] = mapped_column(Json)
 
 
+class TaskLog(Base):
+    """A batch of log lines of one try of one task run, as its worker captured them (web UI)."""
+
+    __tablename__ = "task_logs"
+    __table_args__ = (
+        sa.Index(None, "dag_id", "run_id", "task_id", "map_index", "try_number", "id"),
+        sa.Index(None, "created_at"),
+    )
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
+    dag_id: Mapped[str] = mapped_column(sa.String(250))
+    run_id: Mapped[str] = mapped_column(sa.String(250))
+    task_id: Mapped[str] = mapped_column(sa.String(250))
+    map_index: Mapped[int] = mapped_column(sa.Integer)
+    try_number: Mapped[int] = mapped_column(sa.Integer)
+    created_at: Mapped[datetime]
+    lines: Mapped[list[dict[str, Any]]] = mapped_column(Json)
+
+
 dag_runs: sa.Table = DagRun.__table__  # type: ignore[assignment]
 task_runs: sa.Table = TaskRun.__table__  # type: ignore[assignment]
 dead_letters: sa.Table = DeadLetter.__table__  # type: ignore[assignment]
 dag_states: sa.Table = DagState.__table__  # type: ignore[assignment]
 audit_events: sa.Table = AuditEvent.__table__  # type: ignore[assignment]
 beat_terms: sa.Table = BeatTerm.__table__  # type: ignore[assignment]
+task_logs: sa.Table = TaskLog.__table__  # type: ignore[assignment]

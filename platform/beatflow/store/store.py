@@ -9,11 +9,13 @@ from beatflow.errors import SchemaOutOfDateError, StoreError
 from beatflow.settings import mask_url
 from beatflow.store import schema
 from beatflow.store.beat_terms import BeatTermsMixin
+from beatflow.store.browse import BrowseMixin
 from beatflow.store.dag_runs import DagRunsMixin
 from beatflow.store.dead_letters import DeadLettersMixin
 from beatflow.store.engine import is_sqlite, sqlite_path, translate_errors
 from beatflow.store.maintenance import MaintenanceMixin
 from beatflow.store.run_control import RunControlMixin
+from beatflow.store.task_logs import TaskLogsMixin
 from beatflow.store.task_runs import TaskRunsMixin
 
 
@@ -24,6 +26,8 @@ class Store(
     MaintenanceMixin,
     BeatTermsMixin,
     RunControlMixin,
+    TaskLogsMixin,
+    BrowseMixin,
 ):
     """The results database: DAG runs, task runs (claimed by dedupe key), dead letters, pauses.
 

@@ -1,0 +1,171 @@
+"""Every change the web API and pages make, in one place, each followed by its audit record
+(who, what, which DAG or run, why): pause/unpause, trigger, replay, and the operator's verbs
+(cancel, clear, mark) of :mod:`beatflow.runs.operator`. Errors become ApiError with a status."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+from beatflow.errors import (
+    BeatflowError,
+    ConfError,
+    DagNotFoundError,
+    StoreUnavailableError,
+)
+from beatflow.runtime import Runtime
+from beatflow.store import DagRunRecord
+from beatflow.web.auth import Principal
+from beatflow.web.limits import ApiError, check_id
+
+log = logging.getLogger(__name__)
+
+MARK_STATES = ("success", "failed")
+
+
+@contextmanager
+def api_errors() -> Iterator[None]:
+    """beatflow errors -> HTTP statuses with the error's own message."""
+    try:
+        yield
+    except ApiError:
+        raise
+    except DagNotFoundError as exc:
+        raise ApiError(404, str(exc)) from exc
+    except ConfError as exc:
+        raise ApiError(400, str(exc), problems=exc.problems) from exc
+    except StoreUnavailableError as exc:
+        raise ApiError(503, f"results database unavailable: {exc}") from exc
+    except BeatflowError as exc:
+        raise ApiError(409, str(exc)) from exc
+
+
+def audit(
+    runtime: Runtime,
+    who: Principal,
+    action: str,
+    dag_id: str | None,
+    run_id: str | None,
+    detail: dict[str, Any],
+) -> None:
+    runtime.store.record_audit(who.actor, action, dag_id, run_id, detail)
+    log.info("%s by %s on %s/%s", action, who.actor, dag_id, run_id or "-")
+
+
+def set_paused(runtime: Runtime, who: Principal, dag_id: str, paused: bool) -> None:
+    with api_errors():
+        runtime.dag(dag_id)
+        runtime.store.set_paused(dag_id, paused)
+        audit(runtime, who, "pause" if paused else "unpause", dag_id, None, {})
+
+
+def trigger(
+    runtime: Runtime,
+    who: Principal,
+    dag_id: str,
+    conf: dict[str, Any] | None,
+    run_id: str | None = None,
+    reason: str = "",
+) -> DagRunRecord:
+    from beatflow.runs import trigger_dag
+
+    if run_id is not None:
+        check_id(run_id, "run id")
+    with api_errors():
+        record = trigger_dag(runtime.app, dag_id, conf=conf, run_id=run_id)
+        audit(
+            runtime, who, "trigger", dag_id, record.run_id, {"conf": conf or {}, "reason": reason}
+        )
+    return record
+
+
+def replay(runtime: Runtime, who: Principal, letter_id: int) -> DagRunRecord:
+    from beatflow.runs.replay import replay_dead_letter
+
+    with api_errors():
+        if runtime.store.get_dead_letter(letter_id) is None:
+            raise ApiError(404, f"no dead letter {letter_id}")
+        run = replay_dead_letter(runtime.app, letter_id)
+        audit(runtime, who, "replay", run.dag_id, run.run_id, {"dead_letter": letter_id})
+    return run
+
+
+def _require_run(runtime: Runtime, dag_id: str, run_id: str) -> None:
+    runtime.dag(dag_id)
+    if runtime.store.get_dag_run(dag_id, run_id) is None:
+        raise ApiError(404, f"no run {run_id!r} of DAG {dag_id!r}")
+
+
+def cancel(
+    runtime: Runtime,
+    who: Principal,
+    dag_id: str,
+    run_id: str,
+    *,
+    reason: str = "",
+    terminate: bool = False,
+) -> DagRunRecord:
+    from beatflow.runs.operator import cancel_run
+
+    with api_errors():
+        _require_run(runtime, dag_id, run_id)
+        run: DagRunRecord = cancel_run(
+            runtime, dag_id, run_id, actor=who.actor, reason=reason, terminate=terminate
+        )
+    return run
+
+
+def clear(
+    runtime: Runtime,
+    who: Principal,
+    dag_id: str,
+    run_id: str,
+    *,
+    tasks: Sequence[str] = (),
+    downstream: bool = False,
+    only_failed: bool = False,
+    reason: str = "",
+) -> DagRunRecord:
+    from beatflow.runs.operator import clear_run
+
+    for task_id in tasks:
+        check_id(task_id, "task id")
+    with api_errors():
+        _require_run(runtime, dag_id, run_id)
+        run: DagRunRecord = clear_run(
+            runtime,
+            dag_id,
+            run_id,
+            tasks=tuple(tasks),
+            downstream=downstream,
+            only_failed=only_failed,
+            actor=who.actor,
+            reason=reason,
+        )
+    return run
+
+
+def mark(
+    runtime: Runtime,
+    who: Principal,
+    dag_id: str,
+    run_id: str,
+    *,
+    state: str,
+    task_id: str | None = None,
+    reason: str = "",
+) -> DagRunRecord:
+    from beatflow.runs.operator import mark_run
+
+    if state not in MARK_STATES:
+        raise ApiError(400, f"state must be one of {', '.join(MARK_STATES)}, got {state!r}")
+    if task_id is not None:
+        check_id(task_id, "task id")
+    with api_errors():
+        _require_run(runtime, dag_id, run_id)
+        run: DagRunRecord = mark_run(
+            runtime, dag_id, run_id, state=state, task_id=task_id, actor=who.actor, reason=reason
+        )
+    return run

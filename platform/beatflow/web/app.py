@@ -1,0 +1,131 @@
+"""create_web_app(settings): the FastAPI app, its error handlers, security headers and the one
+unauthenticated route (/healthz)."""
+
+from __future__ import annotations
+
+import logging
+import secrets
+from typing import Any
+
+from fastapi import Depends, FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse, Response
+from starlette.exceptions import HTTPException
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from beatflow.errors import SettingsError
+from beatflow.runtime import Runtime
+from beatflow.settings import Settings
+from beatflow.web.auth import Auth
+from beatflow.web.deps import api_user
+from beatflow.web.limits import MAX_BODY_BYTES, ApiError, BodyLimit
+
+log = logging.getLogger(__name__)
+
+
+def create_web_app(settings: Settings, runtime: Runtime | None = None) -> FastAPI:
+    """The web app for ``settings`` (BEATFLOW_WEB_PASSWORD is required: nothing is served
+    without credentials); ``runtime`` defaults to a new Celery app's (DAGs load on first use)."""
+    if not settings.web_password:
+        raise SettingsError(
+            [
+                "BEATFLOW_WEB_PASSWORD (or BEATFLOW_WEB_PASSWORD_FILE) is required: `beatflow web` "
+                "serves nothing without credentials; set a password for the login page"
+            ]
+        )
+    if runtime is None:
+        from beatflow.app import create_app
+        from beatflow.runtime import runtime_of
+
+        runtime = runtime_of(create_app(settings, load_dags=False))
+    from beatflow.web import api, pages
+
+    app = FastAPI(
+        title="beatflow",
+        version="1",
+        docs_url=None,  # Swagger UI would load from a CDN; the document itself is served below
+        redoc_url=None,
+        openapi_url=None,
+    )
+    app.state.runtime = runtime
+    app.state.auth = Auth(settings)
+    app.state.settings = settings
+
+    @app.get("/healthz", include_in_schema=False)
+    def healthz() -> dict[str, str]:
+        return {"status": "ok"}
+
+    @app.get("/api/v1/openapi.json", include_in_schema=False, dependencies=[Depends(api_user)])
+    def openapi() -> dict[str, Any]:
+        return app.openapi()
+
+    app.include_router(api.router)
+    app.include_router(pages.router)
+
+    @app.exception_handler(ApiError)
+    async def api_error(request: Request, exc: ApiError) -> Response:
+        if exc.status == 401 and _wants_html(request):
+            return pages.login_redirect(request)
+        headers = {"WWW-Authenticate": "Bearer"} if exc.status == 401 else None
+        body = {"error": exc.message, "status": exc.status, **exc.extra}
+        return JSONResponse(body, status_code=exc.status, headers=headers)
+
+    @app.exception_handler(HTTPException)
+    async def http_error(request: Request, exc: HTTPException) -> Response:
+        message = "not found" if exc.status_code == 404 else str(exc.detail)
+        return JSONResponse({"error": message, "status": exc.status_code}, exc.status_code)
+
+    @app.exception_handler(RequestValidationError)
+    async def bad_request(request: Request, exc: RequestValidationError) -> Response:
+        problems = [
+            f"{'.'.join(str(p) for p in e.get('loc', ()))}: {e.get('msg', 'invalid')}"
+            for e in exc.errors()
+        ]
+        return JSONResponse(
+            {"error": "invalid request: " + "; ".join(problems), "status": 400}, 400
+        )
+
+    app.add_middleware(SecurityHeaders)
+    app.add_middleware(BodyLimit, max_bytes=MAX_BODY_BYTES)  # outermost: before anything reads
+    return app
+
+
+def _wants_html(request: Request) -> bool:
+    return not request.url.path.startswith("/api/") and "text/html" in request.headers.get(
+        "accept", ""
+    )
+
+
+class SecurityHeaders:
+    """CSP (scripts and styles from this origin only, inline styles by nonce), no framing,
+    no sniffing, no caching of authenticated pages."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        nonce = secrets.token_urlsafe(12)
+        scope.setdefault("state", {})["csp_nonce"] = nonce
+        csp = (
+            "default-src 'none'; script-src 'self'; "
+            f"style-src 'self' 'nonce-{nonce}'; img-src 'self' data:; connect-src 'self'; "
+            "form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
+        )
+
+        async def with_headers(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                headers = list(message.get("headers", []))
+                headers += [
+                    (b"content-security-policy", csp.encode()),
+                    (b"x-content-type-options", b"nosniff"),
+                    (b"x-frame-options", b"DENY"),
+                    (b"referrer-policy", b"same-origin"),
+                    (b"cache-control", b"no-store"),
+                ]
+                message["headers"] = headers
+            await send(message)
+
+        await self.app(scope, receive, with_headers)

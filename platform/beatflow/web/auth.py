@@ -1,0 +1,149 @@
+"""Who is asking: bearer tokens for machines, a signed session cookie for people (HttpOnly,
+SameSite=Strict), CSRF tokens for cookie-authenticated changes. Every comparison of a secret is
+constant-time (``hmac.compare_digest``)."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import json
+import secrets
+import time
+from dataclasses import dataclass
+
+from fastapi import Request
+
+from beatflow.settings import Settings, parse_tokens
+
+SESSION_COOKIE = "bf_session"
+LOGIN_COOKIE = "bf_login"
+CSRF_FIELD = "csrf_token"
+CSRF_HEADER = "x-csrf-token"
+SESSION_SECONDS = 12 * 3600
+SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+
+
+@dataclass(frozen=True, slots=True)
+class Principal:
+    """An authenticated caller: ``actor`` is what the audit log records."""
+
+    actor: str
+    via: str  # "token" or "session"
+    csrf: str = ""  # the session's CSRF token (sessions only)
+
+
+class Auth:
+    """Credentials of one web process, from Settings (the secret key is random per process
+    when BEATFLOW_WEB_SECRET_KEY is unset: sessions then end when the process restarts)."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.user = settings.web_user
+        self._password = settings.web_password.encode()
+        self._tokens = [(n, t.encode()) for n, t in parse_tokens(settings.web_tokens).items()]
+        key = settings.web_secret_key or secrets.token_urlsafe(32)
+        self._key = hashlib.sha256(b"beatflow-web-session:" + key.encode()).digest()
+
+    # ------------------------------------------------------------------ checks
+
+    def check_password(self, user: str, password: str) -> bool:
+        # both compared whatever the first says, so timing tells nothing about which was wrong
+        user_ok = hmac.compare_digest(user.encode(), self.user.encode())
+        password_ok = hmac.compare_digest(password.encode(), self._password)
+        return user_ok and password_ok
+
+    def check_token(self, token: str) -> str | None:
+        """The token's name, or None."""
+        found = None
+        given = token.encode()
+        for name, expected in self._tokens:
+            if hmac.compare_digest(given, expected):
+                found = name
+        return found
+
+    # ------------------------------------------------------------------ sessions
+
+    def _sign(self, payload: bytes) -> str:
+        mac = hmac.new(self._key, payload, hashlib.sha256).digest()
+        return _b64(payload) + "." + _b64(mac)
+
+    def _unsign(self, value: str) -> dict[str, object] | None:
+        body, _, mac = value.partition(".")
+        try:
+            payload, given = _unb64(body), _unb64(mac)
+        except ValueError:
+            return None
+        expected = hmac.new(self._key, payload, hashlib.sha256).digest()
+        if not hmac.compare_digest(given, expected):
+            return None
+        try:
+            data = json.loads(payload)
+        except ValueError:
+            return None
+        return data if isinstance(data, dict) else None
+
+    def new_session(self, user: str) -> str:
+        data = {"u": user, "e": int(time.time()) + SESSION_SECONDS, "c": secrets.token_urlsafe(24)}
+        return self._sign(json.dumps(data, separators=(",", ":")).encode())
+
+    def read_session(self, value: str | None) -> Principal | None:
+        if not value or len(value) > 4096:
+            return None
+        data = self._unsign(value)
+        if data is None:
+            return None
+        user, expires, csrf = data.get("u"), data.get("e"), data.get("c")
+        if not isinstance(user, str) or not isinstance(expires, int) or not isinstance(csrf, str):
+            return None
+        if expires < time.time():
+            return None
+        return Principal(actor=f"user:{user}", via="session", csrf=csrf)
+
+    def login_token(self) -> str:
+        """A pre-session CSRF token for the login form (double-submit: cookie and field)."""
+        return secrets.token_urlsafe(24)
+
+    # ------------------------------------------------------------------ requests
+
+    def authenticate(self, request: Request) -> Principal | None:
+        header = request.headers.get("authorization", "")
+        if header:
+            scheme, _, token = header.partition(" ")
+            if scheme.lower() != "bearer" or not token.strip():
+                return None
+            name = self.check_token(token.strip())
+            return None if name is None else Principal(actor=f"token:{name}", via="token")
+        return self.read_session(request.cookies.get(SESSION_COOKIE))
+
+
+def same_origin(request: Request) -> bool:
+    """False when the browser says the request comes from another origin (Origin, or Referer
+    when Origin is absent); True when neither header is sent (non-browser clients)."""
+    origin = request.headers.get("origin") or request.headers.get("referer")
+    if not origin:
+        return True
+    host = request.headers.get("host", "")
+    scheme = request.url.scheme
+    expected = f"{scheme}://{host}"
+    return origin == expected or origin.startswith(expected + "/")
+
+
+def csrf_ok(principal: Principal, request: Request, given: str | None) -> bool:
+    """A cookie-authenticated change needs the session's CSRF token and a same-origin request;
+    a bearer-token request carries no ambient credential and needs neither."""
+    if principal.via == "token":
+        return True
+    if not given or not same_origin(request):
+        return False
+    return hmac.compare_digest(given.encode(), principal.csrf.encode())
+
+
+def _b64(data: bytes) -> str:
+    return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
+
+
+def _unb64(text: str) -> bytes:
+    try:
+        return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+    except (ValueError, TypeError) as exc:
+        raise ValueError("bad base64") from exc

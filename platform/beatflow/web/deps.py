@@ -1,0 +1,83 @@
+"""Request plumbing shared by the API and the pages: the runtime and credentials hung on the
+app, the authenticated caller, JSON bodies parsed with clear errors."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from fastapi import Request
+
+from beatflow.runtime import Runtime
+from beatflow.web.auth import CSRF_HEADER, SAFE_METHODS, Auth, Principal, csrf_ok
+from beatflow.web.limits import ApiError
+
+
+def runtime(request: Request) -> Runtime:
+    rt: Runtime = request.app.state.runtime
+    return rt
+
+
+def auth_of(request: Request) -> Auth:
+    auth: Auth = request.app.state.auth
+    return auth
+
+
+def api_user(request: Request) -> Principal:
+    """The API's caller (bearer token or session); a session's change needs X-CSRF-Token."""
+    who = auth_of(request).authenticate(request)
+    if who is None:
+        raise ApiError(
+            401,
+            "authentication required: send Authorization: Bearer <token> "
+            "(BEATFLOW_WEB_TOKENS) or log in at /login",
+        )
+    if request.method not in SAFE_METHODS and not csrf_ok(
+        who, request, request.headers.get(CSRF_HEADER)
+    ):
+        raise ApiError(403, "CSRF check failed: send the X-CSRF-Token header from the same origin")
+    return who
+
+
+async def json_body(request: Request) -> dict[str, Any]:
+    """The request's JSON object body ({} when empty); 400 for anything else."""
+    raw = await request.body()
+    if not raw.strip():
+        return {}
+    try:
+        data = json.loads(raw)
+    except UnicodeDecodeError:
+        raise ApiError(400, "body is not UTF-8 JSON") from None
+    except json.JSONDecodeError as exc:
+        raise ApiError(
+            400, f"body is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}"
+        ) from None
+    if not isinstance(data, dict):
+        raise ApiError(400, f"body must be a JSON object, got {type(data).__name__}")
+    return data
+
+
+def field(body: dict[str, Any], name: str, kind: type | tuple[type, ...], default: Any) -> Any:
+    value = body.get(name, default)
+    if value is default:
+        return value
+    if not isinstance(value, kind) or (isinstance(value, bool) and kind is int):
+        names = kind.__name__ if isinstance(kind, type) else " or ".join(k.__name__ for k in kind)
+        raise ApiError(400, f'"{name}" must be {names}, got {type(value).__name__}')
+    return value
+
+
+def conf_from(value: Any) -> dict[str, Any] | None:
+    """A trigger's conf: a JSON object, or a string holding one (as the CLI's --conf)."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except json.JSONDecodeError as exc:
+            raise ApiError(
+                400, f"conf is not valid JSON ({exc.msg} at column {exc.colno})"
+            ) from None
+    if not isinstance(value, dict):
+        raise ApiError(400, 'conf must be a JSON object, e.g. {"limit": 10}')
+    return value

@@ -1,0 +1,188 @@
+"""What the API returns and the pages show, built once from the runtime: DAG summaries (schedule
+in words, next run, last runs), DAG detail (tasks, edges, params), the grid of runs x tasks, run
+and task-run detail. Plain dicts of JSON values."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+from beatflow.dag.loader import LoadError
+from beatflow.dag.model import DAG
+from beatflow.dag.render import levels
+from beatflow.records_json import dag_run_json, dead_letter_json, task_run_json
+from beatflow.store import DagRunRecord, DeadLetterRecord, TaskRunRecord
+from beatflow.web.schedule_words import schedule_words
+
+RESULT_PREVIEW_BYTES = 4096
+LAST_RUNS = 10
+GRID_RUNS = 25
+
+# worst first: what a mapped task's cell shows when its instances differ
+_SEVERITY = [
+    "failed",
+    "upstream_failed",
+    "cancelled",
+    "running",
+    "up_for_retry",
+    "queued",
+    "skipped",
+    "success",
+]
+
+
+def next_run(dag: DAG, paused: bool, now: datetime | None = None) -> datetime | None:
+    if dag.schedule is None or paused:
+        return None
+    now = now or datetime.now(UTC)
+    start = dag.start_date
+    after = max(now, start) if start is not None and start.tzinfo is not None else now
+    tick = dag.schedule.next_after(after)
+    if dag.end_date is not None and dag.end_date.tzinfo is not None and tick > dag.end_date:
+        return None
+    return tick
+
+
+def _iso(value: datetime | None) -> str | None:
+    return value.isoformat() if value else None
+
+
+def dag_summary(dag: DAG, paused: bool, last_runs: Sequence[DagRunRecord]) -> dict[str, Any]:
+    return {
+        "dag_id": dag.dag_id,
+        "description": dag.description,
+        "schedule": dag.schedule.describe() if dag.schedule else None,
+        "schedule_words": schedule_words(dag.schedule),
+        "timezone": dag.timezone.key,
+        "next_run": _iso(next_run(dag, paused)),
+        "paused": paused,
+        "tags": list(dag.tags),
+        "tasks": len(dag.tasks),
+        "file": dag.file,
+        "line": dag.line,
+        "last_runs": [
+            {"run_id": r.run_id, "state": r.state, "queued_at": _iso(r.queued_at)}
+            for r in last_runs
+        ],
+    }
+
+
+def load_error_json(err: LoadError) -> dict[str, Any]:
+    return {"file": err.file, "line": err.line, "dag_id": err.dag_id, "error": err.message}
+
+
+def dag_detail(dag: DAG, paused: bool, last_runs: Sequence[DagRunRecord]) -> dict[str, Any]:
+    depth = levels(dag)
+    return {
+        **dag_summary(dag, paused, last_runs),
+        "max_active_runs": dag.max_active_runs,
+        "catchup": dag.catchup,
+        "params": [
+            {
+                "name": name,
+                "type": p.type_name(),
+                "required": p.required,
+                "default": p.default if _is_json(p.default) else repr(p.default),
+                "description": p.description,
+            }
+            for name, p in dag.params.items()
+        ],
+        "tasks": [
+            {
+                "task_id": tid,
+                "upstream": sorted(spec.upstream),
+                "level": depth[tid],
+                "trigger_rule": spec.trigger_rule,
+                "mapped_over": spec.map_over,
+                "retries": spec.retry.retries,
+                "queue": spec.queue,
+            }
+            for tid, spec in dag.tasks.items()
+        ],
+        "edges": [
+            {"from": up, "to": tid, "kind": "data" if up in spec.data_upstream else "order"}
+            for tid, spec in dag.tasks.items()
+            for up in sorted(spec.upstream)
+        ],
+    }
+
+
+def _is_json(value: Any) -> bool:
+    try:
+        json.dumps(value)
+    except (TypeError, ValueError):
+        return False
+    return True
+
+
+def worst(states: Iterable[str]) -> str:
+    found = set(states)
+    for state in _SEVERITY:
+        if state in found:
+            return state
+    return next(iter(found), "none")
+
+
+def task_states(tasks: Iterable[TaskRunRecord]) -> dict[str, str]:
+    """task_id -> state (a mapped task: the worst state among its instances)."""
+    by_task: dict[str, list[str]] = {}
+    for t in tasks:
+        by_task.setdefault(t.task_id, []).append(t.state)
+    return {tid: worst(states) for tid, states in by_task.items()}
+
+
+def grid(dag: DAG, runs: Sequence[DagRunRecord], tasks: Sequence[TaskRunRecord]) -> dict[str, Any]:
+    """Rows: tasks in topological order; columns: runs oldest to newest; cells: states."""
+    by_run: dict[str, list[TaskRunRecord]] = {}
+    for t in tasks:
+        by_run.setdefault(t.run_id, []).append(t)
+    ordered = list(reversed(runs))
+    states = {r.run_id: task_states(by_run.get(r.run_id, [])) for r in ordered}
+    return {
+        "runs": [{"run_id": r.run_id, "state": r.state} for r in ordered],
+        "tasks": [
+            {"task_id": tid, "states": [states[r.run_id].get(tid, "none") for r in ordered]}
+            for tid in dag.topological_order()
+        ],
+    }
+
+
+def result_preview(value: Any, limit: int = RESULT_PREVIEW_BYTES) -> dict[str, Any]:
+    text = json.dumps(value, default=str)
+    size = len(text.encode())
+    if size <= limit:
+        return {"preview": text, "bytes": size, "truncated": False}
+    return {
+        "preview": text.encode()[:limit].decode(errors="ignore"),
+        "bytes": size,
+        "truncated": True,
+    }
+
+
+def task_run_detail(t: TaskRunRecord) -> dict[str, Any]:
+    out = task_run_json(t)
+    out.pop("result", None)
+    out.update(
+        {
+            "dag_id": t.dag_id,
+            "run_id": t.run_id,
+            "celery_task_id": t.celery_task_id,
+            "traceback": t.traceback,
+            "result": result_preview(t.result),
+        }
+    )
+    return out
+
+
+def run_detail(run: DagRunRecord, tasks: Sequence[TaskRunRecord]) -> dict[str, Any]:
+    return {**dag_run_json(run), "tasks": [task_run_json(t) | {"result": None} for t in tasks]}
+
+
+def run_json(run: DagRunRecord) -> dict[str, Any]:
+    return dag_run_json(run)
+
+
+def dead_letter(d: DeadLetterRecord, traceback: bool = False) -> dict[str, Any]:
+    return dead_letter_json(d, traceback=traceback)

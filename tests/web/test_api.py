@@ -1,0 +1,344 @@
+"""The REST API against a real worker, Redis and PostgreSQL: every route refuses callers without
+credentials, changes need CSRF proof when made with a session, hostile input gets a clear 4xx,
+and triggering, inspecting, logs and dead letters work end to end."""
+
+from __future__ import annotations
+
+import re
+
+import httpx
+import pytest
+
+from tests.procs import wait_for
+from tests.web.conftest import PASSWORD, TOKEN, USER, WebServer
+
+pytestmark = pytest.mark.slow
+
+RUN = "/api/v1/dags/web_etl/runs/r1"
+ROUTES = [
+    ("GET", "/api/v1/health"),
+    ("GET", "/api/v1/openapi.json"),
+    ("GET", "/api/v1/dags"),
+    ("GET", "/api/v1/dags/web_etl"),
+    ("GET", "/api/v1/dags/web_etl/grid"),
+    ("POST", "/api/v1/dags/web_etl/pause"),
+    ("POST", "/api/v1/dags/web_etl/unpause"),
+    ("GET", "/api/v1/runs"),
+    ("GET", "/api/v1/dags/web_etl/runs"),
+    ("POST", "/api/v1/dags/web_etl/runs"),
+    ("GET", RUN),
+    ("GET", f"{RUN}/status"),
+    ("POST", f"{RUN}/cancel"),
+    ("POST", f"{RUN}/clear"),
+    ("POST", f"{RUN}/mark"),
+    ("GET", f"{RUN}/tasks/extract"),
+    ("GET", f"{RUN}/tasks/extract/tries"),
+    ("GET", f"{RUN}/tasks/extract/logs"),
+    ("GET", "/api/v1/dead-letters"),
+    ("POST", "/api/v1/dead-letters/1/replay"),
+    ("GET", "/api/v1/audit"),
+    ("GET", "/"),
+    ("GET", "/runs"),
+    ("GET", "/dead-letters"),
+    ("GET", "/dags/web_etl"),
+    ("GET", "/dags/web_etl/runs/r1"),
+    ("GET", "/dags/web_etl/runs/r1/tasks/extract"),
+    ("GET", "/static/app.css"),
+    ("POST", "/dags/web_etl/pause"),
+    ("POST", "/dags/web_etl/trigger"),
+    ("POST", "/dags/web_etl/runs/r1/cancel"),
+    ("POST", "/dags/web_etl/runs/r1/clear"),
+    ("POST", "/dags/web_etl/runs/r1/mark"),
+    ("POST", "/dead-letters/1/replay"),
+    ("POST", "/logout"),
+]
+
+
+def trigger(c: httpx.Client, dag_id: str, **body: object) -> dict[str, object]:
+    r = c.post(f"/api/v1/dags/{dag_id}/runs", json=body)
+    assert r.status_code == 201, r.text
+    return r.json()  # type: ignore[no-any-return]
+
+
+def login(web: WebServer) -> tuple[httpx.Client, str]:
+    """A browser-like session: the login form's token, the session cookie, the page's CSRF."""
+    c = web.client(token=None, follow_redirects=False)
+    form = c.get("/login")
+    token = re.search(r'name="csrf_token" value="([^"]+)"', form.text).group(1)  # type: ignore[union-attr]
+    r = c.post(
+        "/login",
+        data={"username": USER, "password": PASSWORD, "csrf_token": token, "next": "/"},
+    )
+    assert r.status_code == 303, r.text
+    page = c.get("/")
+    csrf = re.search(r'name="csrf_token" value="([^"]+)"', page.text).group(1)  # type: ignore[union-attr]
+    return c, csrf
+
+
+# ---------------------------------------------------------------------- authentication
+
+
+def test_healthz_is_open_and_says_nothing_but_ok(web: WebServer) -> None:
+    r = httpx.get(web.url + "/healthz")
+    assert r.status_code == 200
+    assert r.json() == {"status": "ok"}
+
+
+@pytest.mark.parametrize(("method", "path"), ROUTES)
+def test_every_route_refuses_a_caller_without_credentials(
+    web: WebServer, method: str, path: str
+) -> None:
+    with web.client(token=None) as c:
+        r = c.request(method, path)
+    assert r.status_code == 401, (path, r.status_code, r.text[:200])
+    assert "authentication required" in r.json()["error"] or "log in" in r.json()["error"]
+
+
+@pytest.mark.parametrize(("method", "path"), ROUTES)
+def test_every_route_refuses_a_wrong_token(web: WebServer, method: str, path: str) -> None:
+    with web.client(token=TOKEN + "x") as c:
+        r = c.request(method, path)
+    assert r.status_code == 401, (path, r.status_code)
+
+
+def test_a_page_without_a_session_redirects_a_browser_to_the_login(web: WebServer) -> None:
+    with web.client(token=None, follow_redirects=False) as c:
+        r = c.get("/dags/web_etl", headers={"Accept": "text/html"})
+    assert r.status_code == 303
+    assert r.headers["location"] == "/login?next=%2Fdags%2Fweb_etl"
+
+
+def test_other_authorization_schemes_and_forged_cookies_are_refused(web: WebServer) -> None:
+    with web.client(token=None) as c:
+        assert c.get("/api/v1/dags", headers={"Authorization": f"Basic {TOKEN}"}).status_code == 401
+    with web.client(token=None, cookies={"bf_session": "eyJ1IjoiYWRtaW4ifQ.AAAA"}) as c:
+        assert c.get("/api/v1/dags").status_code == 401
+
+
+def test_login_sets_an_httponly_samesite_strict_session_and_refuses_a_wrong_password(
+    web: WebServer,
+) -> None:
+    c = web.client(token=None, follow_redirects=False)
+    form = c.get("/login")
+    token = re.search(r'name="csrf_token" value="([^"]+)"', form.text).group(1)  # type: ignore[union-attr]
+    bad = c.post("/login", data={"username": USER, "password": "nope", "csrf_token": token})
+    assert bad.status_code == 401
+    assert "wrong user name or password" in bad.text
+    token = re.search(r'name="csrf_token" value="([^"]+)"', bad.text).group(1)  # type: ignore[union-attr]
+    ok = c.post(
+        "/login",
+        data={"username": USER, "password": PASSWORD, "csrf_token": token, "next": "//evil.com"},
+    )
+    assert ok.status_code == 303
+    assert ok.headers["location"] == "/"  # no open redirect
+    cookie = next(v for k, v in ok.headers.multi_items() if k == "set-cookie" and "bf_session" in v)
+    assert "HttpOnly" in cookie and "SameSite=strict" in cookie
+    assert c.get("/api/v1/dags").status_code == 200
+
+
+def test_a_login_post_without_the_form_token_is_refused(web: WebServer) -> None:
+    with web.client(token=None) as c:
+        r = c.post("/login", data={"username": USER, "password": PASSWORD, "csrf_token": "x"})
+    assert r.status_code == 403
+
+
+def test_session_changes_without_csrf_proof_are_refused(web: WebServer) -> None:
+    c, csrf = login(web)
+    try:
+        assert c.post("/dags/web_etl/pause", data={"paused": "true"}).status_code == 403
+        bad = c.post("/dags/web_etl/pause", data={"paused": "true", "csrf_token": "wrong"})
+        assert bad.status_code == 403
+        cross = c.post(
+            "/dags/web_etl/pause",
+            data={"paused": "true", "csrf_token": csrf},
+            headers={"Origin": "https://evil.example"},
+        )
+        assert cross.status_code == 403
+        assert c.post("/api/v1/dags/web_etl/pause").status_code == 403  # API: X-CSRF-Token
+        assert c.get("/api/v1/dags/web_etl").json()["paused"] is False  # nothing changed
+        ok = c.post("/dags/web_etl/pause", data={"paused": "true", "csrf_token": csrf})
+        assert ok.status_code == 303
+        api = c.post("/api/v1/dags/web_etl/unpause", headers={"X-CSRF-Token": csrf})
+        assert api.status_code == 200
+    finally:
+        c.close()
+    with web.client() as t:
+        audit = t.get("/api/v1/audit", params={"dag_id": "web_etl"}).json()["audit"]
+    assert [(a["action"], a["actor"]) for a in audit[:2]] == [
+        ("unpause", f"user:{USER}"),
+        ("pause", f"user:{USER}"),
+    ]
+
+
+# ---------------------------------------------------------------------- hostile input
+
+
+def test_hostile_ids_get_a_clear_400_or_404(web: WebServer) -> None:
+    with web.client() as c:
+        for path in (
+            "/api/v1/dags/..%2F..%2Fetc%2Fpasswd",
+            "/api/v1/dags/a%00b",
+            "/api/v1/dags/..",
+            "/api/v1/dags/" + "x" * 300,
+            "/api/v1/dags/web_etl/runs/..%5C..",
+            "/api/v1/dags/web_etl/runs/r%20id",
+        ):
+            r = c.get(path)
+            assert r.status_code in (400, 404), (path, r.status_code)
+            assert "error" in r.json()
+        assert c.get("/api/v1/dags/nope").status_code == 404
+        assert "no DAG" in c.get("/api/v1/dags/web_elt").json()["error"]
+        assert c.get("/api/v1/dags/web_etl/runs/nope").status_code == 404
+        assert c.get("/static/..%2Fapi.py").status_code == 404
+        assert c.get("/api/v1/runs", params={"limit": 0}).status_code == 400
+        assert c.get("/api/v1/runs", params={"state": "bogus"}).status_code == 400
+        assert c.get("/api/v1/runs", params={"cursor": "abc"}).status_code == 400
+
+
+def test_bad_conf_and_bodies_are_refused_with_every_problem_and_nothing_enqueued(
+    web: WebServer,
+) -> None:
+    with web.client() as c:
+        before = c.get("/api/v1/dags/web_etl/runs").json()["runs"]
+        url = "/api/v1/dags/web_etl/runs"
+        r = c.post(url, content=b'{"conf": {"rows": 1,}}', headers={"content-type": "x"})
+        assert r.status_code == 400 and "not valid JSON" in r.json()["error"]
+        assert c.post(url, json=[1]).status_code == 400
+        r = c.post(url, json={"conf": "{not json"})
+        assert r.status_code == 400 and "conf is not valid JSON" in r.json()["error"]
+        r = c.post(url, json={"conf": {"rows": "three", "rowz": 1}})
+        assert r.status_code == 400
+        assert len(r.json()["problems"]) == 2, r.json()
+        assert c.post(url, json={"conf": {}, "run_id": "../x"}).status_code == 400
+        assert c.post(url, json={"run_id": 5}).status_code == 400
+        assert c.post("/api/v1/dags/nope/runs", json={}).status_code == 404
+        assert c.get("/api/v1/dags/web_etl/runs").json()["runs"] == before
+
+
+def test_oversized_bodies_are_refused_before_they_are_read(web: WebServer) -> None:
+    big = b'{"conf": {"rows": 1}, "pad": "' + b"x" * 100_000 + b'"}'
+    with web.client() as c:
+        r = c.post("/api/v1/dags/web_etl/runs", content=big)
+        assert r.status_code == 413
+        assert "over the limit" in r.json()["error"]
+
+        def chunks():  # no Content-Length: counted as it streams in
+            for _ in range(20):
+                yield b"x" * 10_000
+
+        r = c.post("/api/v1/dags/web_etl/runs", content=chunks())
+        assert r.status_code == 413
+
+
+# ---------------------------------------------------------------------- reading
+
+
+def test_the_dag_list_shows_schedules_in_words_next_runs_and_broken_modules(
+    web: WebServer,
+) -> None:
+    with web.client() as c:
+        body = c.get("/api/v1/dags").json()
+        etl = next(d for d in body["dags"] if d["dag_id"] == "web_etl")
+        assert etl["schedule_words"] == "every day at 02:30"
+        assert etl["next_run"] is not None and etl["next_run"].endswith("02:30:00+00:00")
+        assert etl["tags"] == ["web", "etl"]
+        assert any("broken_web.py" in e["file"] for e in body["errors"])
+        assert c.get("/api/v1/dags", params={"q": "slow"}).json()["total"] == 1
+        page = c.get("/api/v1/dags", params={"limit": 1}).json()
+        assert len(page["dags"]) == 1 and page["next_offset"] == 1
+        detail = c.get("/api/v1/dags/web_etl").json()
+        assert [t["task_id"] for t in detail["tasks"]] == ["extract", "total", "publish"]
+        assert {"from": "extract", "to": "total", "kind": "data"} in detail["edges"]
+        assert {p["name"] for p in detail["params"]} == {"rows", "fail_first"}
+        health = c.get("/api/v1/health").json()
+        assert health["status"] == "ok" and health["broken"] == 1
+        spec = c.get("/api/v1/openapi.json").json()
+        assert "/api/v1/dags/{dag_id}/runs" in spec["paths"]
+
+
+def test_a_triggered_run_is_visible_with_its_tasks_grid_logs_and_audit(web: WebServer) -> None:
+    with web.client() as c:
+        run = trigger(c, "web_etl", conf={"rows": 4}, reason="from CI")
+        assert run["conf"] == {"rows": 4, "fail_first": False}
+        final = web.wait_run("web_etl", run["run_id"])
+        assert final["state"] == "success"
+        assert [t["state"] for t in final["tasks"]] == ["success"] * 3  # type: ignore[index]
+        base = f"/api/v1/dags/web_etl/runs/{run['run_id']}"
+        task = c.get(f"{base}/tasks/total").json()
+        assert task["result"] == {"preview": "6", "bytes": 1, "truncated": False}
+        assert task["flower_url"].endswith(f"/task/{task['celery_task_id']}")
+        status = c.get(f"{base}/status").json()
+        assert status["final"] and status["tasks"]["publish"] == "success"
+        grid = c.get("/api/v1/dags/web_etl/grid").json()
+        assert grid["runs"][-1]["run_id"] == run["run_id"]
+        assert [row["states"][-1] for row in grid["tasks"]] == ["success"] * 3
+
+        def logged() -> list[dict[str, object]]:
+            return c.get(f"{base}/tasks/extract/logs").json()["lines"]  # type: ignore[no-any-return]
+
+        lines = wait_for(logged, 20, 0.1, "extract's log lines")
+        assert any(f"extracting 4 rows for {run['run_id']}" in line["message"] for line in lines)  # type: ignore[index, attr-defined]
+        assert all(line["try_number"] == 1 for line in lines)  # type: ignore[index]
+        tries = c.get(f"{base}/tasks/extract/tries").json()["tries"]
+        assert [t["try_number"] for t in tries] == [1] and tries[0]["state"] == "success"
+        assert tries[0]["first_log_at"] is not None
+        assert c.get(f"{base}/tasks/nope").status_code == 404
+        audit = c.get("/api/v1/audit", params={"run_id": run["run_id"]}).json()["audit"]
+        assert audit[0]["action"] == "trigger" and audit[0]["actor"] == "token:ci"
+        assert audit[0]["detail"]["reason"] == "from CI"
+
+
+def test_runs_are_listed_newest_first_with_filters_and_a_cursor(web: WebServer) -> None:
+    with web.client() as c:
+        ids = [trigger(c, "web_etl", run_id=f"page-{i}")["run_id"] for i in range(3)]
+        for run_id in ids:
+            web.wait_run("web_etl", run_id)
+        first = c.get("/api/v1/dags/web_etl/runs", params={"limit": 2}).json()
+        assert [r["run_id"] for r in first["runs"]] == ["page-2", "page-1"]
+        second = c.get(
+            "/api/v1/dags/web_etl/runs", params={"limit": 2, "cursor": first["next_cursor"]}
+        ).json()
+        assert second["runs"][0]["run_id"] == "page-0"
+        ok = c.get("/api/v1/runs", params={"state": "success", "dag_id": "web_etl"}).json()
+        assert {"page-0", "page-1", "page-2"} <= {r["run_id"] for r in ok["runs"]}
+        none = c.get("/api/v1/runs", params={"state": "failed", "dag_id": "web_slow"}).json()
+        assert none == {"runs": [], "next_cursor": None}
+        again = c.post("/api/v1/dags/web_etl/runs", json={"run_id": "page-0"})
+        assert again.status_code == 201 and again.json()["state"] == "success"  # one run
+
+
+def test_a_failed_task_shows_its_error_traceback_and_logs(web: WebServer) -> None:
+    with web.client() as c:
+        run = trigger(c, "web_etl", conf={"fail_first": True})
+        final = web.wait_run("web_etl", run["run_id"])
+        assert final["state"] == "failed"
+        base = f"/api/v1/dags/web_etl/runs/{run['run_id']}/tasks/publish"
+        task = c.get(base).json()
+        assert task["state"] == "failed"
+        assert "the first publish fails on purpose" in task["error"]
+        assert "RuntimeError" in task["traceback"]
+
+        def warned() -> list[dict[str, str]]:
+            lines = c.get(f"{base}/logs").json()["lines"]
+            return [line for line in lines if "publish call 1" in line["message"]]
+
+        assert wait_for(warned, 20, 0.1, "publish's log line")[0]["level"] == "warning"  # type: ignore[index]
+
+
+def test_a_dead_letter_is_listed_and_replayed_once(web: WebServer) -> None:
+    with web.client() as c:
+        run = trigger(c, "web_dlq")
+        assert web.wait_run("web_dlq", run["run_id"])["state"] == "failed"
+        letters = c.get("/api/v1/dead-letters", params={"dag_id": "web_dlq"}).json()
+        letter = next(d for d in letters["dead_letters"] if d["run_id"] == run["run_id"])
+        assert "doomed until replayed" in letter["error"] and letter["traceback"]
+        r = c.post(f"/api/v1/dead-letters/{letter['id']}/replay")
+        assert r.status_code == 200, r.text
+        assert web.wait_run("web_dlq", run["run_id"])["state"] == "success"
+        again = c.post(f"/api/v1/dead-letters/{letter['id']}/replay")
+        assert again.status_code == 409 and "was replayed" in again.json()["error"]
+        assert c.post("/api/v1/dead-letters/999999/replay").status_code == 404
+        audit = c.get("/api/v1/audit", params={"run_id": run["run_id"]}).json()["audit"]
+        assert audit[0]["action"] == "replay" and audit[0]["detail"] == {
+            "dead_letter": letter["id"]
+        }
