@@ -74,3 +74,94 @@ def test_eight_processes_claiming_the_same_thousand_keys_run_each_key_exactly_on
     assert len(runs) == len(KEYS)
     assert {(r.state, r.try_number) for r in runs} == {("success", 1)}
     assert all(r.result == executors[r.dedupe_key] for r in runs)
+
+
+def _expire(store: Store, key: str) -> None:
+    """Age the lease of ``key`` as if its worker died an hour ago."""
+    from datetime import UTC, datetime, timedelta
+
+    from beatflow.store.models import task_runs
+
+    with store._write("ageing a lease") as conn:  # noqa: SLF001 - test setup
+        conn.execute(
+            sa.update(task_runs)
+            .where(task_runs.c.dedupe_key == key)
+            .values(lease_expires_at=datetime.now(UTC) - timedelta(hours=1))
+        )
+
+
+def _claim(store: Store, key: str, worker: str):  # type: ignore[no-untyped-def]
+    return store.claim_task_run(key, dag_id="race", run_id="r", task_id="t", worker=worker)
+
+
+def _together(n: int, fn):  # type: ignore[no-untyped-def]
+    """Run fn(i) for i in range(n) in n threads released at once; their results in order."""
+    import threading
+
+    barrier = threading.Barrier(n)
+    out: list[object] = [None] * n
+
+    def run(i: int) -> None:
+        barrier.wait()
+        out[i] = fn(i)
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    return out
+
+
+@pytest.mark.slow
+def test_workers_taking_over_one_expired_lease_at_once_make_exactly_one_new_try(
+    database_url: str,
+) -> None:
+    stores = [Store(database_url) for _ in range(6)]
+    stores[0].upgrade()
+    try:
+        for round_ in range(15):
+            key = f"race/r/takeover-{round_}"
+            dead = _claim(stores[0], key, "dead")
+            _expire(stores[0], key)
+            claims = _together(6, lambda i, key=key: _claim(stores[i], key, f"w{i}"))
+            winners = [c for c in claims if c.outcome == "run"]  # type: ignore[attr-defined]
+            assert len(winners) == 1, [c.outcome for c in claims]  # type: ignore[attr-defined]
+            assert {c.outcome for c in claims} <= {"run", "held"}  # type: ignore[attr-defined]
+            assert winners[0].record.try_number == 2
+            assert not stores[0].finish_task_run(key, dead.token or "", state="success")
+    finally:
+        for s in stores:
+            s.close()
+
+
+@pytest.mark.slow
+def test_a_claim_racing_the_holders_finish_never_runs_a_finished_task_run_again(
+    database_url: str,
+) -> None:
+    stores = [Store(database_url) for _ in range(2)]
+    stores[0].upgrade()
+    try:
+        outcomes = set()
+        for round_ in range(30):
+            key = f"race/r/finish-{round_}"
+            holder = _claim(stores[0], key, "holder")
+            _expire(stores[0], key)  # the holder is slow: its lease ran out as it finishes
+
+            def step(i: int, key: str = key, token: str = holder.token or "") -> object:
+                if i == 0:
+                    return stores[0].finish_task_run(key, token, state="success", result="first")
+                return _claim(stores[1], key, "racer")
+
+            finished, racer = _together(2, step)
+            row = stores[0].get_task_run(key)
+            assert row is not None
+            if finished:  # the finish won: the racer must see it done, never run it
+                assert racer.outcome == "done" and row.result == "first"  # type: ignore[attr-defined]
+            else:  # the takeover won: the stale finish wrote nothing
+                assert racer.outcome == "run" and row.state == "running"  # type: ignore[attr-defined]
+                assert row.try_number == 2
+            outcomes.add(bool(finished))
+    finally:
+        for s in stores:
+            s.close()

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from beatflow.errors import ResultError, StoreError
+from beatflow.errors import BeatflowError, ResultError, StoreError
 from beatflow.store import Claim, Store
 from tests.integration.store.conftest import MakeStore
 
@@ -272,3 +272,132 @@ def test_task_runs_of_a_dag_run_can_be_narrowed_to_some_tasks(store: Store) -> N
     narrowed = store.get_task_runs("etl", "r1", task_ids={"load", "extract"})
     assert sorted(r.task_id for r in narrowed) == ["extract", "load"]
     assert store.get_task_runs("etl", "r1", task_ids=[]) == []
+
+
+# ---- failures always recordable, text sanitised, the database's clock ------------------------
+
+
+def test_a_claimed_task_run_can_always_be_marked_failed(store: Store) -> None:
+    held = claim(store)
+    assert held.outcome == "run"
+    assert store.fail_task_run(
+        KEY, dag_id="etl", run_id="r1", task_id="load", error="worker broke", traceback="tb"
+    )
+    row = store.get_task_run(KEY)
+    assert row is not None and (row.state, row.error) == ("failed", "worker broke")
+    assert not store.finish_task_run(KEY, held.token or "", state="success", result=1)
+    # a final row is never changed; a missing one is inserted failed
+    assert not store.fail_task_run(KEY, dag_id="etl", run_id="r1", task_id="load", error="again")
+    assert store.fail_task_run(
+        "etl/r1/other", dag_id="etl", run_id="r1", task_id="other", error="x"
+    )
+    other = store.get_task_run("etl/r1/other")
+    assert other is not None and other.state == "failed"
+
+
+def test_errors_with_nul_bytes_or_of_any_size_are_stored_sanitised(store: Store) -> None:
+    held = claim(store)
+    huge = "y" * 50_000
+    assert store.finish_task_run(
+        KEY, held.token or "", state="failed", error="bad \x00 byte" + huge, traceback="t\x00b"
+    )
+    row = store.get_task_run(KEY)
+    assert row is not None and row.state == "failed"
+    assert row.error is not None and "\x00" not in row.error and row.error.startswith("bad \\x00")
+    assert len(row.error) <= 10_000 and "more characters cut" in row.error
+    assert row.traceback == "t\\x00b"
+
+
+def test_a_lease_is_set_and_compared_on_the_database_clock_not_the_workers(
+    make_store: MakeStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = make_store(lease_seconds=30.0)
+    if store.dialect != "postgresql":
+        pytest.skip("SQLite is embedded: the host's clock is the database's clock")
+    import beatflow.store.task_runs as task_runs_module
+
+    # this worker's clock is an hour behind: its lease must not be born expired
+    skewed = datetime.now(UTC) - timedelta(hours=1)
+    monkeypatch.setattr(task_runs_module, "utcnow", lambda: skewed)
+    first = claim(store, worker="slow-clock")
+    assert first.outcome == "run"
+    assert first.record.lease_expires_at is not None
+    assert first.record.lease_expires_at > datetime.now(UTC) + timedelta(seconds=20)
+    monkeypatch.undo()
+    assert claim(store, worker="w2").outcome == "held"  # not taken over: the lease is live
+
+
+def test_a_task_run_done_by_another_run_is_recorded_for_this_run_with_a_pointer(
+    store: Store,
+) -> None:
+    shared = "etl/acme/charge"
+    first = store.claim_task_run(shared, dag_id="etl", run_id="r1", task_id="charge")
+    assert store.finish_task_run(shared, first.token or "", state="success", result="charged")
+    done = store.claim_task_run(shared, dag_id="etl", run_id="r2", task_id="charge")
+    assert done.outcome == "done" and done.record.run_id == "r1"
+    mine = store.record_deduped("etl/r2/charge", run_id="r2", source=done.record)
+    assert (mine.run_id, mine.state, mine.result, mine.deduped_from) == (
+        "r2",
+        "success",
+        "charged",
+        "r1",
+    )
+    assert [t.task_id for t in store.get_task_runs("etl", "r2")] == ["charge"]
+
+
+def test_a_map_count_is_stored_out_of_band_and_cleared_by_a_new_try(store: Store) -> None:
+    held = claim(store)
+    assert store.finish_task_run(KEY, held.token or "", state="success", result=None, map_count=3)
+    row = store.get_task_run(KEY)
+    assert row is not None and (row.map_count, row.result) == (3, None)
+    assert store.reset_task_run(KEY)
+    again = claim(store)
+    assert again.outcome == "run" and again.record.map_count is None
+
+
+# ---- dead-letter replay: atomic, only from a failed row ---------------------------------------
+
+
+def _dead_letter(store: Store, key: str = KEY) -> int:
+    return store.add_dead_letter(
+        dedupe_key=key,
+        dag_id="etl",
+        run_id="r1",
+        task_id="load",
+        map_index=-1,
+        args={"run_id": "r1"},
+        conf={},
+        error="boom",
+        traceback=None,
+        tries=1,
+    )
+
+
+def test_replaying_a_dead_letter_resets_its_failed_task_run_and_downstream_at_once(
+    store: Store,
+) -> None:
+    held = claim(store)
+    assert store.finish_task_run(KEY, held.token or "", state="failed", error="boom")
+    store.set_task_state(
+        "etl/r1/after", dag_id="etl", run_id="r1", task_id="after", state="upstream_failed"
+    )
+    letter = _dead_letter(store)
+    store.start_replay(letter, {"after"})
+    assert store.get_task_run(KEY).state == "up_for_retry"  # type: ignore[union-attr]
+    assert store.get_task_run("etl/r1/after").state == "up_for_retry"  # type: ignore[union-attr]
+    assert store.get_dead_letter(letter).replayed_at is not None  # type: ignore[union-attr]
+    with pytest.raises(BeatflowError, match="replayed already"):
+        store.start_replay(letter, {"after"})
+
+
+def test_a_dead_letter_whose_task_run_succeeded_since_is_not_replayed_and_changes_nothing(
+    store: Store,
+) -> None:
+    held = claim(store)
+    letter = _dead_letter(store)  # e.g. written by a stale worker, or the run was fixed since
+    assert store.finish_task_run(KEY, held.token or "", state="success", result="good")
+    with pytest.raises(BeatflowError, match="is success, not failed"):
+        store.start_replay(letter)
+    row = store.get_task_run(KEY)
+    assert row is not None and (row.state, row.result) == ("success", "good")
+    assert store.get_dead_letter(letter).replayed_at is None  # type: ignore[union-attr]
