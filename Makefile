@@ -84,7 +84,7 @@ bench: install
 	for f in "$${files[@]}"; do echo "== $$f"; $(BIN)/python "$$f"; done
 
 sync-rules: install
-	$(BIN)/python -m beatflow.deploy.rules
+	$(BIN)/python -m deploy.rules
 
 # The image, with Podman: base from Debian packages (mmdebstrap) unless BEATFLOW_BASE_IMAGE names
 # one (python:3.11-slim with a registry); wheels built on the host; base and wheels cached in

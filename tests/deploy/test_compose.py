@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 import yaml
 
-from beatflow.deploy.dashboards import DASHBOARD
-from beatflow.deploy.rules import RULES
+from deploy.dashboards import DASHBOARD
+from deploy.rules import RULES
 from tests.deploy.manifests import ROOT
 
 COMPOSE = ROOT / "docker-compose.yml"

@@ -9,7 +9,7 @@ import re
 import pytest
 import yaml
 
-from beatflow.deploy.queues import broker_keys, broker_lists, scaling_formula
+from deploy.queues import broker_keys, broker_lists, scaling_formula
 from tests.deploy.manifests import (
     CHART,
     Obj,

@@ -1,5 +1,5 @@
 """The alert rules and the Grafana dashboard have one source each; the k8s and Helm copies must
-match them (run `make sync-rules` / `python -m beatflow.deploy.rules` after editing a source), and
+match them (run `make sync-rules` / `python -m deploy.rules` after editing a source), and
 the rendered PrometheusRule and dashboard ConfigMap must hold exactly the source."""
 
 from __future__ import annotations
@@ -11,14 +11,14 @@ from pathlib import Path
 import pytest
 import yaml
 
-from beatflow.deploy.dashboards import (
+from deploy.dashboards import (
     CONFIGMAP,
     DASHBOARD,
     HELM_DASHBOARD,
     K8S_DASHBOARD,
     SIDECAR_LABEL,
 )
-from beatflow.deploy.rules import HELM_COPY, K8S_RULE, RULES, main, stale_copies, write_copies
+from deploy.rules import HELM_COPY, K8S_RULE, RULES, main, stale_copies, write_copies
 from tests.deploy.manifests import ROOT, helm_template_argv, load_all, render, run
 
 SOURCES_AND_COPIES = (RULES, HELM_COPY, K8S_RULE, DASHBOARD, HELM_DASHBOARD, K8S_DASHBOARD)

@@ -20,7 +20,17 @@ PACKAGE = Path(__file__).resolve().parents[2] / "platform" / "beatflow"
 # package facade (beatflow/__init__.py: `from beatflow import DAG, task`, `celery -A beatflow`):
 # for users, not for the package's own modules.
 LAYERS: list[set[str]] = [
-    {"states", "errors", "ids", "settings", "logs", "runtime", "connections", "records_json"},
+    {
+        "states",
+        "errors",
+        "ids",
+        "settings",
+        "logs",
+        "runtime",
+        "connections",
+        "queues",
+        "records_json",
+    },
     {"dag"},
     {"store"},
     {"execution"},
@@ -28,7 +38,7 @@ LAYERS: list[set[str]] = [
     {"scheduler"},
     {"observability"},
     {"app"},
-    {"dev", "web", "chaos", "deploy"},
+    {"dev", "web", "chaos"},
     {"cli", "beatflow"},
 ]
 

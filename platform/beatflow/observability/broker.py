@@ -1,5 +1,5 @@
 """What the exporter reads from Redis: each queue's length summed over its priority sub-lists
-(kombu stores ``q``, ``q\\x06\\x163``, ``q\\x06\\x166``, ``q\\x06\\x169``), the backlog
+(the layout is :class:`beatflow.queues.QueueLayout`), the backlog
 (queued + reserved + running: with acks_late every reserved or running message sits in kombu's
 ``unacked`` hash), and which beat replica holds the scheduler lock (keys documented in
 ``beatflow.scheduler``)."""
@@ -8,58 +8,17 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import redis
 
-from beatflow.settings import Settings
+from beatflow.queues import QueueLayout
+from beatflow.scheduler.keys import EPOCH as EPOCH_KEY
+from beatflow.scheduler.keys import LEADER as LEADER_KEY
+from beatflow.scheduler.keys import REPLICA_PREFIX
 
 log = logging.getLogger(__name__)
-
-DEFAULT_SEP = "\x06\x16"
-DEFAULT_PRIORITY_STEPS = (0, 3, 6, 9)
-
-try:  # the beat's own key names, when the scheduler package is installed with us
-    from beatflow.scheduler import keys as _beat_keys
-
-    LEADER_KEY = _beat_keys.LEADER
-    EPOCH_KEY = _beat_keys.EPOCH
-    REPLICA_PREFIX = _beat_keys.REPLICA_PREFIX
-except ImportError:  # pragma: no cover - the documented values
-    LEADER_KEY = "beatflow:beat:leader"
-    EPOCH_KEY = "beatflow:beat:epoch"
-    REPLICA_PREFIX = "beatflow:beat:replica:"
-
-
-@dataclass(frozen=True, slots=True)
-class QueueLayout:
-    """How kombu names a queue's Redis lists (from the broker transport options)."""
-
-    sep: str = DEFAULT_SEP
-    priority_steps: tuple[int, ...] = DEFAULT_PRIORITY_STEPS
-    prefix: str = ""  # kombu's global_keyprefix
-    unacked_key: str = "unacked"
-
-    @classmethod
-    def from_settings(cls, settings: Settings) -> QueueLayout:
-        options: Mapping[str, Any] = settings.celery_config().get("broker_transport_options", {})
-        return cls(
-            sep=str(options.get("sep", DEFAULT_SEP)),
-            priority_steps=tuple(
-                int(s) for s in options.get("priority_steps", DEFAULT_PRIORITY_STEPS)
-            ),
-            prefix=str(options.get("global_keyprefix", "")),
-            unacked_key=str(options.get("unacked_key", "unacked")),
-        )
-
-    def lists(self, queue: str) -> list[str]:
-        """Every Redis list holding messages of ``queue``, one per priority step."""
-        return [
-            self.prefix + (f"{queue}{self.sep}{step}" if step else queue)
-            for step in self.priority_steps
-        ]
 
 
 def queue_lengths(
@@ -79,7 +38,7 @@ def in_flight(client: redis.Redis, layout: QueueLayout) -> dict[str, int]:
     """Messages delivered to workers and not acknowledged yet (reserved or running), by queue
     (kombu's unacked hash holds ``[message, exchange, routing_key]`` per delivery tag)."""
     out: dict[str, int] = {}
-    for _, raw in client.hscan_iter(layout.prefix + layout.unacked_key, count=1000):
+    for _, raw in client.hscan_iter(layout.unacked, count=1000):
         try:
             routing_key = json.loads(raw)[2]
         except (ValueError, IndexError, TypeError):

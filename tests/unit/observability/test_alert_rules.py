@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 import yaml
 
-from beatflow.deploy import rules as rules_sync
+from deploy import rules as rules_sync
 
 ROOT = Path(__file__).resolve().parents[3]
 RULES = ROOT / "platform/beatflow/observability/rules/beatflow.rules.yml"
@@ -83,4 +83,4 @@ def test_every_alert_has_a_promtool_case_where_it_fires_and_one_where_it_does_no
 
 def test_the_kubernetes_and_helm_copies_match_the_rules_file() -> None:
     stale = rules_sync.stale_copies(ROOT)
-    assert stale == [], f"run `python -m beatflow.deploy.rules`; stale: {stale}"
+    assert stale == [], f"run `python -m deploy.rules`; stale: {stale}"

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from beatflow.deploy.copies import Copy
+from deploy.copies import Copy
 
 DASHBOARD = Path("deploy/grafana/beatflow.json")
 HELM_DASHBOARD = Path("helm/beatflow/files/dashboards/beatflow.json")

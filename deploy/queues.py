@@ -1,9 +1,10 @@
-"""The Redis lists behind a Celery queue and the KEDA triggers that count them.
+"""The KEDA triggers that count a Celery queue's Redis lists.
 
-kombu's Redis transport keeps one list per priority step: the bare queue name for step 0 and
-``<queue>\\x06\\x16<step>`` for the others. A KEDA ``redis`` trigger on the bare name alone
-undercounts (kedacore/keda#7066), so a ScaledObject needs one trigger per list, summed with
-``advanced.scalingModifiers.formula``. The k8s and Helm tests compare rendered objects to this.
+A queue's waiting messages sit in one Redis list per priority step (the layout is
+:class:`beatflow.queues.QueueLayout`, what the exporter reads too). A KEDA ``redis`` trigger on
+the bare name alone undercounts (kedacore/keda#7066), so a ScaledObject needs one trigger per
+list, summed with ``advanced.scalingModifiers.formula``. The k8s and Helm tests compare rendered
+objects to this.
 """
 
 from __future__ import annotations
@@ -11,10 +12,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from kombu.transport.redis import PRIORITY_STEPS
+from beatflow.queues import DEFAULT_PRIORITY_STEPS, QueueLayout
 
-PRIORITY_SEP = "\x06\x16"  # kombu.transport.redis.Channel.sep
-STEPS: tuple[int, ...] = tuple(PRIORITY_STEPS)
+STEPS: tuple[int, ...] = DEFAULT_PRIORITY_STEPS
+LAYOUT = QueueLayout()  # beatflow's broker transport options keep kombu's defaults
 
 
 @dataclass(frozen=True, slots=True)
@@ -26,7 +27,7 @@ class BrokerList:
 
     @property
     def key(self) -> str:
-        return self.queue if self.step == 0 else f"{self.queue}{PRIORITY_SEP}{self.step}"
+        return LAYOUT.list_key(self.queue, self.step)
 
     @property
     def trigger_name(self) -> str:

@@ -1,5 +1,5 @@
 """One source for the alert rules: ``observability/rules/beatflow.rules.yml`` is read by
-compose's Prometheus directly and copied, by ``python -m beatflow.deploy.rules``, into the two
+compose's Prometheus directly and copied, by ``python -m deploy.rules``, into the two
 places Kubernetes tooling can reach (kustomize and Helm refuse files outside their roots). The same
 command (``make sync-rules``) also syncs the Grafana dashboard's copies (``dashboards.py``)."""
 
@@ -9,15 +9,15 @@ import argparse
 import sys
 from pathlib import Path
 
-from beatflow.deploy import copies
-from beatflow.deploy.copies import Copy
-from beatflow.deploy.dashboards import dashboard_copies
+from deploy import copies
+from deploy.copies import Copy
+from deploy.dashboards import dashboard_copies
 
 RULES = Path("platform/beatflow/observability/rules/beatflow.rules.yml")
 HELM_COPY = Path("helm/beatflow/files/beatflow.rules.yml")
 K8S_RULE = Path("k8s/base/prometheusrule.yaml")
 _GENERATED = (
-    "# Generated from {src} by `python -m beatflow.deploy.rules` (make sync-rules):\n"
+    "# Generated from {src} by `python -m deploy.rules` (make sync-rules):\n"
     "# edit that file, not this one.\n"
 )
 _K8S_HEAD = """\
@@ -64,7 +64,7 @@ def _strip_doc_start(text: str) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m beatflow.deploy.rules", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m deploy.rules", description=__doc__)
     parser.add_argument("--check", action="store_true", help="exit 1 if a copy is stale")
     parser.add_argument("--root", type=Path, default=Path("."), help="repository root")
     args = parser.parse_args(argv)
@@ -72,7 +72,7 @@ def main(argv: list[str] | None = None) -> int:
         stale = copies.stale(derived_copies(args.root))
         for c in stale:
             print(
-                f"{c.path} is out of date with {c.source}: run `python -m beatflow.deploy.rules`",
+                f"{c.path} is out of date with {c.source}: run `python -m deploy.rules`",
                 file=sys.stderr,
             )
         return 1 if stale else 0
