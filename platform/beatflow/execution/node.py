@@ -19,10 +19,11 @@ from celery.exceptions import Ignore, Reject, Retry
 from beatflow.dag.authoring import _context
 from beatflow.dag.compile import map_signatures
 from beatflow.dag.model import DAG, Ref, TaskSpec
-from beatflow.errors import ResultError, StoreUnavailableError
+from beatflow.errors import InvalidIdError, ResultError, StoreUnavailableError
 from beatflow.execution import events, rules
 from beatflow.execution.context import TaskContext, make_logger
 from beatflow.execution.options import store_retry_delay
+from beatflow.ids import check_run_id
 from beatflow.logs import correlation
 
 if TYPE_CHECKING:
@@ -58,10 +59,27 @@ def dedupe_key_for(spec: TaskSpec, dag: DAG, run: DagRunRecord, map_index: int) 
     return spec.dedupe_key.format(**fields)
 
 
+def malformed_message(run_id: object, map_index: object) -> str | None:
+    """Why a node message's arguments cannot be beatflow's, or None when they can be."""
+    try:
+        check_run_id(run_id)
+    except InvalidIdError as exc:
+        return str(exc)
+    if map_index is not None and (type(map_index) is not int or map_index < -1):
+        return f"map index must be an integer of -1 or more, got {type(map_index).__name__}"
+    return None
+
+
 def run_node(
     runtime: Runtime, task: CeleryTask, dag: DAG, spec: TaskSpec, run_id: str, map_index: int | None
 ) -> None:
     """Body of the Celery task ``<dag_id>.<task_id>``."""
+    problem = malformed_message(run_id, map_index)
+    if problem is not None:
+        # No beatflow sender makes such a message (a hostile or corrupted publish): none of it
+        # becomes a key, a log field or SQL; it is dropped with the reason.
+        log.error("malformed message for %s dropped: %s", task.name, problem)
+        raise Reject(problem, requeue=False)
     index = -1 if map_index is None else map_index
     with correlation(
         dag_id=dag.dag_id,
