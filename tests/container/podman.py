@@ -1,0 +1,184 @@
+"""Podman for the container tests: the image built by deploy/image.sh (cached base and wheels), and
+containers run the way the issue's machines allow (runc, lowered rlimits, the host's network so
+127.0.0.1 reaches the test Redis and PostgreSQL), each labelled so the run removes what it made."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import time
+import uuid
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+
+from tests import procs
+
+IMAGE = os.environ.get("BEATFLOW_TEST_IMAGE", "localhost/beatflow:test")
+LABEL = f"beatflow-test={uuid.uuid4().hex[:10]}"
+RUN_FLAGS = os.environ.get(
+    "BEATFLOW_PODMAN_FLAGS", "--ulimit nofile=1024:1024 --ulimit nproc=1000:1000"
+).split()
+
+
+def available() -> str | None:
+    """None when Podman can be used here, else why not."""
+    if shutil.which("podman") is None:
+        return "podman is not installed (make deps-system as root installs it)"
+    return None
+
+
+def podman() -> list[str]:
+    # Debian's crun refuses hosts whose cgroups are in hybrid mode; runc runs there.
+    runtime = os.environ.get("BEATFLOW_PODMAN_RUNTIME") or shutil.which("runc")
+    return ["podman", *(["--runtime", runtime] if runtime else [])]
+
+
+def run(
+    args: Iterable[str], timeout: float = 120, check: bool = True
+) -> subprocess.CompletedProcess[str]:
+    argv = [*podman(), *args]
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
+    if check and done.returncode != 0:
+        raise AssertionError(
+            f"{' '.join(argv)} exited {done.returncode}:\n{done.stdout}\n{done.stderr}"
+        )
+    return done
+
+
+def build_image() -> tuple[str, float]:
+    """Build the image with deploy/image.sh; return its tag and how long the build took."""
+    started = time.monotonic()
+    env = {
+        **os.environ,
+        "BEATFLOW_IMAGE": IMAGE,
+        "PYTHON": str(procs.ROOT / ".venv" / "bin" / "python"),
+    }
+    done = subprocess.run(
+        ["bash", str(procs.ROOT / "deploy" / "image.sh")],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=1500,
+    )
+    if done.returncode != 0:
+        raise AssertionError(f"deploy/image.sh failed:\n{done.stderr[-5000:]}")
+    return IMAGE, time.monotonic() - started
+
+
+@dataclass
+class Container:
+    name: str
+    cid: str
+
+    def exec(self, *argv: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+        return run(["exec", self.cid, *argv], timeout=timeout, check=False)
+
+    def healthcheck(self) -> subprocess.CompletedProcess[str]:
+        """Run the image's HEALTHCHECK command now (`podman healthcheck run`)."""
+        return run(["healthcheck", "run", self.cid], timeout=60, check=False)
+
+    def logs(self, tail: int = 60) -> str:
+        done = run(["logs", "--tail", str(tail), self.cid], check=False)
+        return done.stdout + done.stderr
+
+    def is_running(self) -> bool:
+        done = run(["inspect", "--format", "{{.State.Running}}", self.cid], check=False)
+        return done.stdout.strip() == "true"
+
+    def inspect(self, template: str) -> str:
+        return run(["inspect", "--format", template, self.cid]).stdout.strip()
+
+    def kill(self) -> None:
+        run(["kill", "--signal", "KILL", self.cid], check=False)
+
+
+@dataclass
+class Stack:
+    """Containers of one test, removed together."""
+
+    image: str
+    env: dict[str, str]
+    containers: list[Container] = field(default_factory=list)
+
+    def _flags(self, name: str, env: Mapping[str, str], volumes: Iterable[str]) -> list[str]:
+        flags = [
+            "--label",
+            LABEL,
+            "--name",
+            f"bf-{name}-{uuid.uuid4().hex[:6]}",
+            "--hostname",
+            name,
+            "--network",
+            "host",
+            "--read-only",
+            "--tmpfs",
+            "/tmp",
+            "--cap-drop",
+            "ALL",
+            "--security-opt",
+            "no-new-privileges",
+            *RUN_FLAGS,
+        ]
+        for key, value in {**self.env, **env}.items():
+            flags += ["--env", f"{key}={value}"]
+        for volume in volumes:
+            flags += ["--volume", volume]
+        return flags
+
+    def start(
+        self,
+        name: str,
+        command: Iterable[str] = (),
+        env: Mapping[str, str] | None = None,
+        volumes: Iterable[str] = (),
+    ) -> Container:
+        flags = self._flags(name, env or {}, volumes)
+        cid = run(["run", "--detach", *flags, self.image, *command]).stdout.strip().splitlines()[-1]
+        container = Container(name, cid)
+        self.containers.append(container)
+        return container
+
+    def once(
+        self,
+        name: str,
+        command: Iterable[str],
+        env: Mapping[str, str] | None = None,
+        volumes: Iterable[str] = (),
+        timeout: float = 300,
+    ) -> subprocess.CompletedProcess[str]:
+        """Run a one-off container to completion (a migration, a CLI call)."""
+        flags = self._flags(name, env or {}, volumes)
+        return run(["run", "--rm", *flags, self.image, *command], timeout=timeout, check=False)
+
+    def wait_healthy(self, container: Container, timeout: float = 120) -> str:
+        last: list[str] = [""]
+
+        def healthy() -> bool:
+            if not container.is_running():
+                raise AssertionError(f"{container.name} exited:\n{container.logs()}")
+            done = container.healthcheck()
+            last[0] = done.stdout + done.stderr
+            return done.returncode == 0
+
+        try:
+            procs.wait_for(
+                healthy, timeout=timeout, interval=1.0, message=f"{container.name} healthy"
+            )
+        except TimeoutError as exc:
+            raise AssertionError(f"{exc}: {last[0]}\n{container.logs()}") from None
+        return last[0]
+
+    def remove(self) -> None:
+        ids = [c.cid for c in self.containers]
+        if ids:
+            run(["rm", "--force", "--time", "2", *ids], timeout=120, check=False)
+        self.containers.clear()
+
+
+def remove_labelled() -> None:
+    """Remove every container this test run labelled (also what a failed test left)."""
+    done = run(["ps", "--all", "--quiet", "--filter", f"label={LABEL}"], check=False)
+    ids = done.stdout.split()
+    if ids:
+        run(["rm", "--force", "--time", "2", *ids], timeout=120, check=False)
