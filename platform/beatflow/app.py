@@ -17,7 +17,7 @@ from beatflow.execution.log_capture import install_log_capture
 from beatflow.execution.tasks import install
 from beatflow.logs import configure_logging
 from beatflow.observability.flower import configure_if_flower
-from beatflow.runs import finish, fire
+from beatflow.runs import finish, fire, reconciler
 from beatflow.runtime import Runtime, attach, runtime_of
 from beatflow.settings import Settings
 from beatflow.store import Store
@@ -60,6 +60,7 @@ def create_app(settings: Settings | None = None, *, load_dags: bool = True) -> C
     install_log_capture(runtime)  # task logs into the results DB, in worker processes
     fire.register(app)
     finish.register(app)
+    reconciler.register(app)  # a worker runs the reconciler's thread (HA by a Redis lease)
     return app
 
 

@@ -10,6 +10,7 @@ BeatflowError
 ├── InvalidIdError           a DAG, task or run id outside the safe character set or length
 ├── RunNotFoundError         no DAG run with that DAG id and run id
 ├── RunStateError            an operator's verb does not apply to the run's current state
+├── UnknownTaskError         an operator named a task the DAG does not have
 ├── BrokerUnavailableError   a DAG run could not be sent: the broker is unreachable
 ├── StoreError               the results database failed or refused
 │   ├── StoreUnavailableError  the database cannot be reached (retry later)
@@ -114,6 +115,19 @@ class RunStateError(BeatflowError):
         self.state = state
         self.action = action
         super().__init__(f"cannot {action} run {dag_id}/{run_id} ({state}): {why}")
+
+
+class UnknownTaskError(BeatflowError):
+    """Raised when an operator names a task the DAG does not have."""
+
+    def __init__(self, dag_id: str, task_id: str, known: Sequence[str] = ()) -> None:
+        self.dag_id = dag_id
+        self.task_id = task_id
+        import difflib
+
+        close = difflib.get_close_matches(task_id, list(known), n=1)
+        hint = f'; did you mean "{close[0]}"?' if close else ""
+        super().__init__(f'DAG "{dag_id}" has no task "{task_id}"{hint}')
 
 
 class BrokerUnavailableError(BeatflowError):

@@ -1,7 +1,9 @@
 """Test DAGs for the run lifecycle: one run at a time, side effects to count, a chord whose
-body waits on a file, a run that overstays its dagrun_timeout."""
+parts wait on gate files, a run that overstays its dagrun_timeout, a task on a queue no worker
+serves."""
 
 import time
+from datetime import timedelta
 
 from _marks import MARKS, mark
 
@@ -19,27 +21,58 @@ with DAG("t_single", max_active_runs=1, params={"sleep": 0.0}):
     step()
 
 
-@task(retries=0)
-def part(ctx, n: int) -> int:
-    mark(f"part{n}-{ctx.run_id}")
-    gate = MARKS / f"gate-{ctx.run_id}"
+def _wait_gate(ctx, name: str) -> None:
+    gate = MARKS / f"gate-{ctx.run_id}-{name}"
     deadline = time.monotonic() + ctx.params["hold"]
     while not gate.exists() and time.monotonic() < deadline:
         time.sleep(0.05)
+
+
+@task(retries=0)
+def part(ctx, n: int) -> int:
+    mark(f"part{n}-{ctx.run_id}")
+    _wait_gate(ctx, str(n))
     return n
 
 
 @task(retries=0)
-def join(ctx, a: int, b: int) -> int:
+def join(a: int, b: int, ctx) -> int:
     mark(f"join-{ctx.run_id}")
     return a + b
 
 
 @task(retries=0)
-def tail(ctx, total: int) -> int:
+def tail(total: int, ctx) -> int:
     mark(f"tail-{ctx.run_id}")
     return total * 10
 
 
 with DAG("t_chord", params={"hold": 0.0}):
     tail(join(part.override(task_id="p1")(n=1), part.override(task_id="p2")(n=2)))
+
+
+@task(retries=0)
+def linger(ctx) -> str:
+    mark(f"linger-{ctx.run_id}")
+    _wait_gate(ctx, "linger")
+    mark(f"lingered-{ctx.run_id}")
+    return "done"
+
+
+@task(retries=0)
+def after_linger(value: str, ctx) -> str:
+    mark(f"after-{ctx.run_id}")
+    return value
+
+
+with DAG("t_linger", dagrun_timeout=timedelta(seconds=4), params={"hold": 60.0}):
+    after_linger(linger())
+
+
+@task(retries=0, queue="nobody-serves-this")
+def stranded() -> int:
+    return 1
+
+
+with DAG("t_stranded"):
+    stranded()

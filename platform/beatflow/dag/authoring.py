@@ -85,6 +85,7 @@ class DAG:
         default_args: Mapping[str, Any] | None = None,
         tags: Iterable[str] = (),
         sla: timedelta | None = None,
+        dagrun_timeout: timedelta | None = None,
         params: Mapping[str, Any] | None = None,
         description: str = "",
         on_failure: Callable[..., Any] | None = None,
@@ -103,6 +104,15 @@ class DAG:
                 sched = Schedule.parse(schedule, tz, anchor=start)
             except ValueError as exc:
                 raise DagDefinitionError(f'DAG "{dag_id}": {exc}', file=file, line=line) from None
+        if dagrun_timeout is not None and (
+            not isinstance(dagrun_timeout, timedelta) or dagrun_timeout <= timedelta(0)
+        ):
+            raise DagDefinitionError(
+                f'DAG "{dag_id}": dagrun_timeout must be a positive timedelta, '
+                f"got {dagrun_timeout!r}",
+                file=file,
+                line=line,
+            )
         if max_active_runs < 1:
             raise DagDefinitionError(
                 f'DAG "{dag_id}": max_active_runs must be at least 1', file=file, line=line
@@ -126,6 +136,7 @@ class DAG:
             max_active_runs=max_active_runs,
             tags=tuple(tags),
             sla=sla,
+            dagrun_timeout=dagrun_timeout,
             params={k: model.param_from(v) for k, v in (params or {}).items()},
             description=description,
             on_failure=on_failure,

@@ -134,6 +134,7 @@ class DAG:
     max_active_runs: int = 16
     tags: tuple[str, ...] = ()
     sla: timedelta | None = None
+    dagrun_timeout: timedelta | None = None  # past it a running run is failed (the reconciler)
     params: dict[str, Param] = field(default_factory=dict)
     description: str = ""
     on_failure: Callable[..., Any] | None = None

@@ -39,7 +39,7 @@ def _get_dispatcher(task: Any) -> Any:
 
 def _send(event_type: str, **fields: Any) -> None:
     task = current_task
-    if task is None or not task.request.id or not task.app.conf.worker_send_task_events:
+    if not task or not task.request.id or not task.app.conf.worker_send_task_events:
         return
     try:
         _get_dispatcher(task).send(event_type, uuid=task.request.id, **fields)

@@ -104,6 +104,10 @@ class EventHandler:
             m.duplicate_deliveries.labels(
                 dag=_s(event.get("dag_id")), task=_s(event.get("task_id"))
             ).inc()
+        elif kind == "beatflow-reconciler":  # beatflow.runs.reconciler.EVENT
+            m.reconciler_actions.labels(
+                dag=_s(event.get("dag_id")), action=_s(event.get("action"))
+            ).inc()
         elif kind == beatflow_events.DAG_RUN_FINISHED:
             dag = _s(event.get("dag_id"))
             m.dag_runs.labels(dag=dag, state=_s(event.get("state"))).inc()

@@ -113,6 +113,13 @@ class Metrics:
             ["dag", "task", "state"],
             registry=r,
         )
+        self.reconciler_actions = Counter(
+            "beatflow_reconciler_actions",
+            "What the reconciler did to DAG runs: resumed (canvas re-sent), closed (closing step "
+            "lost), failed (no progress after its resumes), timed_out (dagrun_timeout).",
+            ["dag", "action"],
+            registry=r,
+        )
         self.duplicate_deliveries = Counter(
             "beatflow_duplicate_deliveries",
             "Messages for a task run that had already finished (not run again).",

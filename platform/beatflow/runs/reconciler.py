@@ -1,0 +1,284 @@
+"""The reconciler: brings every DAG run to an end whatever was lost on the way.
+
+Highly available without a process of its own: every worker runs a small thread that, every
+``reconcile_interval`` seconds, tries to hold a short Redis lease (``beatflow:reconciler:lease``,
+SET NX PX, renewed by its holder with a token check); the holder runs one pass. A dead holder's
+lease lapses after three intervals and another worker takes over. A pass is idempotent and
+bounded (``reconcile_batch`` runs per kind), so two passes at once (a lease lost mid-pass) only
+do the same safe things twice. ``beatflow dev`` runs a worker, so it runs the reconciler too.
+
+One pass:
+1. dispatches queued runs of DAGs with free slots (a dispatch that failed, a lost trigger);
+2. fails runs past their DAG's ``dagrun_timeout`` (remaining task runs cancelled);
+3. for each running run with no sign of life for ``reconcile_stall_seconds`` (no live lease,
+   no task run started or ended): closes it if every task is final (the closing step was
+   lost), else resumes it by re-sending its canvas (finished task runs return their stored
+   results, live leases are respected), waiting twice as long after each resume; after
+   ``reconcile_max_resumes`` resumes without progress the run is failed with the reason.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING, Any
+
+import redis
+from celery import Celery, signals
+
+from beatflow.errors import BeatflowError, BrokerUnavailableError, DagNotFoundError
+from beatflow.runs.lifecycle import close_run, dispatch_quietly, run_outcome, send_run
+from beatflow.runtime import Runtime, runtime_of
+from beatflow.states import DagRunState
+
+if TYPE_CHECKING:
+    from beatflow.store import DagRunRecord
+
+log = logging.getLogger(__name__)
+
+LEASE_KEY = "beatflow:reconciler:lease"
+EVENT = "beatflow-reconciler"
+_RENEW = """
+if redis.call('get', KEYS[1]) == ARGV[1] then
+    return redis.call('pexpire', KEYS[1], ARGV[2])
+end
+return 0
+"""
+
+
+@dataclass
+class PassReport:
+    """What one pass did: the runs it dispatched, closed, resumed and failed."""
+
+    dispatched: int = 0
+    closed: list[str] = field(default_factory=list)
+    resumed: list[str] = field(default_factory=list)
+    failed: list[str] = field(default_factory=list)
+
+    @property
+    def acted(self) -> bool:
+        return bool(self.dispatched or self.closed or self.resumed or self.failed)
+
+
+def reconcile_once(runtime: Runtime, *, now: datetime | None = None) -> PassReport:
+    """One pass over the results database (see the module docstring); safe to run anywhere,
+    any number of times, concurrently."""
+    settings = runtime.settings
+    store = runtime.store
+    report = PassReport()
+    limit = settings.reconcile_batch
+    for dag_id in store.dag_ids_with_queued_runs(limit=limit):
+        try:
+            report.dispatched += dispatch_quietly(runtime, dag_id)
+        except DagNotFoundError:
+            log.warning("queued runs of DAG %s wait: the DAG is not loaded here", dag_id)
+    at = now or datetime.now(UTC)
+    for dag in runtime.dagbag.dags.values():
+        if dag.dagrun_timeout is None:
+            continue
+        for run in store.running_dag_runs_started_before(
+            dag.dag_id, at - dag.dagrun_timeout, limit=limit
+        ):
+            reason = f"timed out: still running after dagrun_timeout={dag.dagrun_timeout}"
+            if fail_run(runtime, run, reason, action="timed_out"):
+                report.failed.append(_name(run))
+    stall = timedelta(seconds=settings.reconcile_stall_seconds)
+    for run in store.stalled_dag_runs(stall, limit=limit):
+        _reconcile_stalled(runtime, run, stall, report)
+    return report
+
+
+def _reconcile_stalled(
+    runtime: Runtime, run: DagRunRecord, stall: timedelta, report: PassReport
+) -> None:
+    store = runtime.store
+    try:
+        dag = runtime.dag(run.dag_id)
+    except DagNotFoundError:
+        dag = None
+    if dag is not None and run_outcome(dag, store.get_task_runs(run.dag_id, run.run_id)):
+        state = close_run(runtime, run.dag_id, run.run_id)
+        log.warning(
+            "reconciler closed DAG run %s: every task was final, its closing step was lost (%s)",
+            _name(run),
+            state,
+            extra={"dag_id": run.dag_id, "run_id": run.run_id},
+        )
+        _emit(runtime.app, "closed", run.dag_id)
+        report.closed.append(_name(run))
+        return
+    if run.resume_count >= runtime.settings.reconcile_max_resumes:
+        reason = (
+            f"no progress after {run.resume_count} resumes by the reconciler "
+            f"(silent for {stall.total_seconds():.0f}s each time)"
+        )
+        if dag is None:
+            reason = f"DAG {run.dag_id} is not loaded on any worker that reconciled it; " + reason
+        if fail_run(runtime, run, reason, action="failed"):
+            report.failed.append(_name(run))
+        return
+    backoff = stall * (2**run.resume_count)
+    if not store.record_resume(
+        run.dag_id, run.run_id, seen_count=run.resume_count, not_before=backoff
+    ):
+        return  # another reconciler resumed it, or it ended meanwhile
+    if dag is None:
+        log.warning("DAG run %s is stalled but its DAG is not loaded here; not resumed", _name(run))
+        return
+    log.warning(
+        "reconciler resumes DAG run %s: no progress for %.0fs (resume %d of %d)",
+        _name(run),
+        stall.total_seconds(),
+        run.resume_count + 1,
+        runtime.settings.reconcile_max_resumes,
+        extra={"dag_id": run.dag_id, "run_id": run.run_id},
+    )
+    try:
+        send_run(runtime, run.dag_id, run.run_id)
+    except BrokerUnavailableError as exc:
+        log.warning("%s", exc)
+        return
+    _emit(runtime.app, "resumed", run.dag_id)
+    report.resumed.append(_name(run))
+
+
+def fail_run(runtime: Runtime, run: DagRunRecord, reason: str, *, action: str) -> bool:
+    """Fail a running run (one winner), cancel its unfinished task runs, revoke their
+    messages, start the next queued run. False if the run was no longer running."""
+    from beatflow.runs.operator import revoke_task_runs
+
+    store = runtime.store
+    if not store.transition_dag_run(
+        run.dag_id,
+        run.run_id,
+        to=DagRunState.FAILED,
+        from_states={DagRunState.RUNNING},
+        reason=reason,
+    ):
+        return False
+    cancelled = store.cancel_task_runs(run.dag_id, run.run_id, reason=reason)
+    revoke_task_runs(runtime.app, cancelled, terminate=False)
+    log.error(
+        "reconciler failed DAG run %s: %s",
+        _name(run),
+        reason,
+        extra={"dag_id": run.dag_id, "run_id": run.run_id},
+    )
+    _emit(runtime.app, action, run.dag_id)
+    with contextlib.suppress(DagNotFoundError):
+        dispatch_quietly(runtime, run.dag_id)
+    return True
+
+
+def _name(run: DagRunRecord) -> str:
+    return f"{run.dag_id}/{run.run_id}"
+
+
+def _emit(app: Celery, action: str, dag_id: str) -> None:
+    """A Celery event the exporter counts (beatflow_reconciler_actions_total)."""
+    try:
+        with app.connection_for_write() as conn:
+            dispatcher = app.events.Dispatcher(conn, enabled=True, buffer_while_offline=False)
+            dispatcher.send(EVENT, action=action, dag_id=dag_id)
+            dispatcher.close()
+    except Exception:  # noqa: BLE001 - metrics must never stop the reconciler
+        log.debug("could not send the %s event", EVENT, exc_info=True)
+
+
+class Reconciler:
+    """The background thread of one process: hold the lease, run a pass every interval."""
+
+    def __init__(
+        self,
+        runtime: Runtime,
+        *,
+        redis_client: redis.Redis | None = None,
+        on_pass: Callable[[PassReport], None] | None = None,
+    ) -> None:
+        self.runtime = runtime
+        settings = runtime.settings
+        self.interval = settings.reconcile_interval
+        self.lease_ms = int(self.interval * 3 * 1000)
+        self.redis = redis_client or redis.Redis.from_url(
+            settings.broker_url, socket_timeout=5, socket_connect_timeout=5
+        )
+        self.token = uuid.uuid4().hex
+        self.on_pass = on_pass
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def holds_lease(self) -> bool:
+        """Renew the lease if this process holds it, else try to take it."""
+        renewed = self.redis.eval(_RENEW, 1, LEASE_KEY, self.token, self.lease_ms)
+        if renewed:
+            return True
+        return bool(self.redis.set(LEASE_KEY, self.token, nx=True, px=self.lease_ms))
+
+    def tick(self) -> PassReport | None:
+        """One interval: a pass if this process holds the lease; None otherwise."""
+        try:
+            if not self.holds_lease():
+                return None
+        except redis.RedisError as exc:
+            log.warning("reconciler: Redis unreachable (%s); no pass this time", exc)
+            return None
+        try:
+            report = reconcile_once(self.runtime)
+        except BeatflowError as exc:  # the database is down: the next pass tries again
+            log.warning("reconciler pass failed: %s", exc)
+            return None
+        if report.acted:
+            log.info(
+                "reconciler pass: %d dispatched, %d closed, %d resumed, %d failed",
+                report.dispatched,
+                len(report.closed),
+                len(report.resumed),
+                len(report.failed),
+            )
+        if self.on_pass is not None:
+            self.on_pass(report)
+        return report
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._run, name="beatflow-reconciler", daemon=True)
+        self._thread.start()
+
+    def stop(self, timeout: float = 5.0) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout)
+        with contextlib.suppress(redis.RedisError):  # hand the lease over at once
+            self.redis.eval(_RENEW, 1, LEASE_KEY, self.token, 1)
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval):
+            try:
+                self.tick()
+            except Exception:  # noqa: BLE001 - the thread must outlive any one bad pass
+                log.exception("reconciler pass crashed; next pass in %.1fs", self.interval)
+
+
+def register(app: Celery) -> None:
+    """Run a Reconciler in every worker of ``app`` (its main process), unless disabled."""
+    state: dict[str, Reconciler] = {}
+
+    @signals.worker_ready.connect(weak=False)  # type: ignore[untyped-decorator]
+    def _start(sender: Any = None, **_: Any) -> None:
+        if getattr(sender, "app", None) is not app:
+            return
+        runtime = runtime_of(app)
+        if not runtime.settings.reconcile_enabled:
+            return
+        state["reconciler"] = Reconciler(runtime)
+        state["reconciler"].start()
+
+    @signals.worker_shutdown.connect(weak=False)  # type: ignore[untyped-decorator]
+    def _stop(sender: Any = None, **_: Any) -> None:
+        reconciler = state.pop("reconciler", None)
+        if reconciler is not None:
+            reconciler.stop()

@@ -1,0 +1,104 @@
+"""The reconciler ends every run whatever step of its lifecycle was lost: a run created but
+never dispatched, a run marked running whose canvas was never sent, a run whose closing step
+was lost, a run that overstays its dagrun_timeout, a run that cannot make progress."""
+
+from __future__ import annotations
+
+import pytest
+
+from beatflow.errors import RunStateError
+from beatflow.runs import trigger_dag
+from beatflow.runs.operator import cancel_run
+from beatflow.runtime import runtime_of
+from beatflow.states import DagRunState, TaskRunState
+from tests.cluster import Cluster
+from tests.faults.runs.conftest import BOUND
+from tests.procs import wait_for
+
+pytestmark = pytest.mark.slow
+
+
+def test_a_run_created_but_never_dispatched_is_dispatched_and_runs_once(cluster: Cluster) -> None:
+    # the fault: trigger_dag committed the run, then dispatch_waiting never happened
+    run, created = cluster.store.create_dag_run("t_single", "never-dispatched", conf={"sleep": 0.0})
+    assert created and run.state == DagRunState.QUEUED
+    final, tasks = cluster.wait("t_single", run.run_id, timeout=BOUND)
+    assert final.state == DagRunState.SUCCESS
+    assert cluster.count(f"step-{run.run_id}") == 1
+    assert final.resume_count == 0  # dispatched, not resumed
+
+
+def test_a_run_marked_running_whose_canvas_was_never_sent_is_resumed_and_runs_once(
+    cluster: Cluster,
+) -> None:
+    store = cluster.store
+    store.create_dag_run("t_chord", "never-sent", conf={"hold": 0.0})
+    # the fault: queued -> running committed, then the send never happened (broker blip, kill)
+    started = store.start_queued_dag_runs("t_chord", 16)
+    assert [r.run_id for r in started] == ["never-sent"]
+    final, tasks = cluster.wait("t_chord", "never-sent", timeout=BOUND)
+    assert final.state == DagRunState.SUCCESS
+    assert final.resume_count == 1
+    assert tasks["tail"].result == 30
+    for name in ("part1", "part2", "join", "tail"):
+        assert cluster.count(f"{name}-never-sent") == 1
+    wait_for(
+        lambda: "reconciler resumes DAG run t_chord/never-sent" in cluster.log(),
+        timeout=30,
+        message="the log line",
+    )
+
+
+def test_a_run_whose_closing_step_was_lost_is_closed(cluster: Cluster) -> None:
+    final, _ = cluster.run("t_single", run_id="lost-close")
+    assert final.state == DagRunState.SUCCESS
+    # the fault: every task is final, the finish message was lost (the run is still running)
+    cluster.store.transition_dag_run(
+        "t_single", "lost-close", to=DagRunState.RUNNING, from_states={DagRunState.SUCCESS}
+    )
+    final, _ = cluster.wait("t_single", "lost-close", timeout=BOUND)
+    assert final.state == DagRunState.SUCCESS
+    assert final.resume_count == 0  # closed, not resumed
+    assert cluster.count("step-lost-close") == 1
+    wait_for(
+        lambda: "reconciler closed DAG run t_single/lost-close" in cluster.log(),
+        timeout=30,
+        message="the log line",
+    )
+
+
+def test_a_run_past_its_dagrun_timeout_fails_and_its_remaining_tasks_are_cancelled(
+    cluster: Cluster,
+) -> None:
+    run = trigger_dag(cluster.app, "t_linger", run_id="overstays")
+    final, tasks = cluster.wait("t_linger", run.run_id, timeout=BOUND)
+    assert final.state == DagRunState.FAILED
+    assert "dagrun_timeout" in (final.failure_reason or "")
+    assert tasks["linger"].state == TaskRunState.CANCELLED
+    # the task that overstayed finishes its function, but cannot record it nor go on
+    (cluster.marks / "gate-overstays-linger").touch()
+    wait_for(lambda: cluster.count("lingered-overstays") == 1, timeout=30, message="linger")
+    cancel_probe = cluster.tasks("t_linger", run.run_id)
+    assert cancel_probe["linger"].state == TaskRunState.CANCELLED
+    assert cluster.count("after-overstays") == 0
+    assert "after_linger" not in cancel_probe or cancel_probe["after_linger"].state != "success"
+    with pytest.raises(RunStateError, match="already ended"):
+        cancel_run(runtime_of(cluster.app), "t_linger", run.run_id, actor="test")
+
+
+def test_a_run_that_cannot_progress_is_failed_after_its_resumes_with_the_reason(
+    cluster: Cluster,
+) -> None:
+    # its only task goes to a queue no worker serves: resumed once (max 1), then failed
+    run = trigger_dag(cluster.app, "t_stranded", run_id="stranded")
+    final, _ = cluster.wait("t_stranded", run.run_id, timeout=BOUND)
+    assert final.state == DagRunState.FAILED
+    assert final.resume_count == 1
+    assert (
+        final.failure_reason is not None and "no progress after 1 resumes" in final.failure_reason
+    )
+    wait_for(
+        lambda: "reconciler failed DAG run t_stranded/stranded" in cluster.log(),
+        timeout=30,
+        message="the log line",
+    )
