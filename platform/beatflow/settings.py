@@ -53,6 +53,8 @@ class Settings:
     result_expires: int = 86_400
     result_max_bytes: int = 1 << 20
     lease_seconds: float = 30.0
+    # how long a task run's outcome write is retried in process while the results DB is down
+    result_write_retry_seconds: float = 60.0
     worker_disable_prefetch: bool = False
     # the reconciler (a pass every interval by whichever worker holds its Redis lease)
     reconcile_enabled: bool = True
@@ -423,6 +425,7 @@ _PARSERS: dict[str, Callable[[str], Any]] = {
     "result_expires": _int(60),
     "result_max_bytes": _int(1),
     "lease_seconds": _float(1.0),
+    "result_write_retry_seconds": _float(0.0),
     "worker_disable_prefetch": _bool,
     "reconcile_enabled": _bool,
     "reconcile_interval": _float(0.5),

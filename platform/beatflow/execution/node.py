@@ -1,30 +1,42 @@
-"""The node wrapper: what runs for each task of a DAG run. It claims the task run's dedupe key,
-applies the trigger rule, reads inputs from the store, runs the function with retries, writes the
-result, and never lets the canvas break: after the last try it records the failure (and a dead
-letter) and returns, so downstream trigger rules decide."""
+"""The node wrapper's Celery adapter: what runs for each task of a DAG run. It reads the records,
+asks the pure decision (``execution/decide.py``) what to do, and performs the effects: claim the
+dedupe key, record a trigger-rule outcome, run the function under a lease, write the result,
+expand a ``.map()``, retry through Celery. It never lets the canvas break: after the last try it
+records the failure (and a dead letter) and the canvas goes on, so downstream trigger rules
+decide. A worker whose lease was taken over stops: it writes nothing more and continues nothing.
+"""
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import random
 import time
 import traceback
-from collections.abc import Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
+import tenacity
 from celery import Task as CeleryTask
 from celery.exceptions import Ignore, Reject, Retry
 
 from beatflow.dag.authoring import _context
 from beatflow.dag.compile import map_signatures
 from beatflow.dag.model import DAG, Ref, TaskSpec
-from beatflow.errors import InvalidIdError, ResultError, StoreUnavailableError
-from beatflow.execution import events, rules
+from beatflow.errors import (
+    BeatflowError,
+    InvalidIdError,
+    ResultError,
+    StoreUnavailableError,
+)
+from beatflow.execution import events
 from beatflow.execution.context import TaskContext, make_logger
+from beatflow.execution.decide import Action, ClaimSeen, Situation, decide
 from beatflow.execution.options import store_retry_delay
 from beatflow.ids import check_run_id
 from beatflow.logs import correlation
+from beatflow.states import TaskRunState
 
 if TYPE_CHECKING:
     from beatflow.runtime import Runtime
@@ -32,10 +44,14 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-UPSTREAM_WAIT_RETRIES = 20
-# A task run whose worker died (SIGKILL, OOM, hard time limit) is taken over and run again, up
-# to this many times beyond its own retries; then it is dead-lettered instead of looping forever.
-WORKER_LOST_TRIES = 2
+# How long a wait for upstream rows lasts (the canvas orders work: only a redelivery race waits).
+UPSTREAM_WAIT_SECONDS = 1.0
+# No sleep inside a worker slot lasts longer than this (in-process waits between write tries).
+MAX_SLEEP_SECONDS = 1.0
+
+
+class DeploySkewError(BeatflowError):
+    """Raised when a message names a DAG or task this worker does not have (a rolled deploy)."""
 
 
 def default_dedupe_key(dag_id: str, run_id: str, task_id: str, map_index: int = -1) -> str:
@@ -59,6 +75,25 @@ def dedupe_key_for(spec: TaskSpec, dag: DAG, run: DagRunRecord, map_index: int) 
     return spec.dedupe_key.format(**fields)
 
 
+def resolve_task(runtime: Runtime, dag_id: str, task_id: str) -> tuple[DAG, TaskSpec]:
+    """The DAG and task as loaded on this worker; DeploySkewError if either is unknown here."""
+    try:
+        dag = runtime.dag(dag_id)
+    except BeatflowError as exc:
+        raise DeploySkewError(
+            f'DAG "{dag_id}" is not loaded on this worker ({exc}); the message was sent for '
+            "another version of the dags folder (deploy skew): roll every worker to one version"
+        ) from exc
+    spec = dag.tasks.get(task_id)
+    if spec is None:
+        raise DeploySkewError(
+            f'task "{task_id}" is not in DAG "{dag_id}" as loaded on this worker; the message was '
+            "sent for another version of the dags folder (deploy skew): roll every worker to one "
+            "version"
+        )
+    return dag, spec
+
+
 def malformed_message(run_id: object, map_index: object) -> str | None:
     """Why a node message's arguments cannot be beatflow's, or None when they can be."""
     try:
@@ -71,7 +106,12 @@ def malformed_message(run_id: object, map_index: object) -> str | None:
 
 
 def run_node(
-    runtime: Runtime, task: CeleryTask, dag: DAG, spec: TaskSpec, run_id: str, map_index: int | None
+    runtime: Runtime,
+    task: CeleryTask,
+    dag_id: str,
+    task_id: str,
+    run_id: str,
+    map_index: int | None,
 ) -> None:
     """Body of the Celery task ``<dag_id>.<task_id>``."""
     problem = malformed_message(run_id, map_index)
@@ -82,43 +122,76 @@ def run_node(
         raise Reject(problem, requeue=False)
     index = -1 if map_index is None else map_index
     with correlation(
-        dag_id=dag.dag_id,
+        dag_id=dag_id,
         run_id=run_id,
-        task_id=spec.task_id,
+        task_id=task_id,
         celery_task_id=task.request.id,
         map_index=index,
     ):
         try:
+            dag, spec = resolve_task(runtime, dag_id, task_id)
             _run(runtime, task, dag, spec, run_id, index)
         except StoreUnavailableError as exc:
             delay = store_retry_delay(task.request.retries)
             log.warning("results database unavailable (%s); retrying in %.1fs", exc, delay)
-            raise task.retry(countdown=delay, exc=exc) from exc
+            retry_later(task, delay, exc)
         except (Retry, Ignore, Reject):
-            raise  # Celery's own control flow: retry later, replaced by a canvas
+            raise  # Celery's own control flow: retry later, replaced by a canvas, stopped
         except Exception as exc:  # noqa: BLE001 - the canvas must never break (see module doc)
-            _record_broken(runtime, dag, spec, run_id, index, exc)
+            _record_broken(runtime, dag_id, task_id, run_id, index, exc)
+            record_final_failure(task, exc)
+
+
+def record_final_failure(task: CeleryTask, exc: BaseException) -> None:
+    """THE final-failure path of the adapter, the one place a task run that failed for good
+    (already recorded ``failed`` in the store) is handed back to Celery: its canvas goes on (so
+    downstream trigger rules decide); the wrapper returns. Every final failure (the task's last
+    try, a result that cannot be stored, a worker lost too often, a broken DAG on this worker)
+    ends here."""
+    log.debug("task %s failed for good: %s", task.name, exc)
+
+
+def retry_later(task: CeleryTask, countdown: float, exc: BaseException | None = None) -> NoReturn:
+    """Retry this message through Celery in ``countdown`` seconds. When the retry cannot be
+    published (the broker refuses: Celery raises Reject(requeue=False), which would drop the
+    message), give the message back to the broker instead (requeue), after at most a second:
+    it runs again and its task run's row (running, up_for_retry) tells it where it was."""
+    try:
+        raise task.retry(countdown=countdown, exc=exc)
+    except Reject as rejected:
+        if rejected.requeue:
+            raise
+        log.warning(
+            "could not publish the retry of %s (%s); giving the message back to the broker",
+            task.name,
+            rejected.reason,
+        )
+        time.sleep(min(MAX_SLEEP_SECONDS, max(0.0, countdown)))
+        raise Reject(rejected.reason, requeue=True) from None
 
 
 def _record_broken(
-    runtime: Runtime, dag: DAG, spec: TaskSpec, run_id: str, index: int, exc: Exception
+    runtime: Runtime, dag_id: str, task_id: str, run_id: str, index: int, exc: Exception
 ) -> None:
-    """Something beatflow did not expect (a bad dedupe key template, a store refusal): record
-    the task run as failed with the reason and let the canvas go on, so the DAG run still
-    closes (as failed) instead of hanging in "running"."""
+    """Something beatflow did not expect (a DAG or task unknown on this worker, a bad dedupe key
+    template, a store refusal): record the task run failed with the reason, whatever lease it
+    had (a conditional update), so the DAG run still ends instead of hanging in "running"."""
     error = f"{type(exc).__name__}: {exc}"
-    log.exception("task %s could not be run: %s", spec.task_id, error)
-    key = default_dedupe_key(dag.dag_id, run_id, spec.task_id, index)
-    runtime.store.set_task_state(
-        key,
-        dag_id=dag.dag_id,
+    log.exception("task %s could not be run: %s", task_id, error)
+    runtime.store.fail_task_run(
+        default_dedupe_key(dag_id, run_id, task_id, index),
+        dag_id=dag_id,
         run_id=run_id,
-        task_id=spec.task_id,
+        task_id=task_id,
         map_index=index,
-        state="failed",
         error=f"could not run the task: {error}",
+        traceback=traceback.format_exc(),
     )
-    events.task_run_finished(dag.dag_id, spec.task_id, "failed")
+    events.task_run_finished(dag_id, task_id, "failed")
+
+
+def _mapped_upstream(dag: DAG, spec: TaskSpec) -> set[str]:
+    return {u for u in spec.upstream if u in dag.tasks and dag.tasks[u].map_over}
 
 
 def _run(
@@ -130,25 +203,43 @@ def _run(
         log.error("no DAG run %s/%s in the results database; message dropped", dag.dag_id, run_id)
         return
     key = dedupe_key_for(spec, dag, run, index)
+    own_key = default_dedupe_key(dag.dag_id, run_id, spec.task_id, index)
     # Read only this task's and its upstream's rows: a wide DAG must not make every task read
     # every row of its run (the sink of a 10,000-wide fan-in reads them once, unfiltered).
     wanted = spec.upstream | {spec.task_id}
-    task_runs = store.get_task_runs(dag.dag_id, run_id, wanted if len(wanted) <= 500 else None)
-    existing = next((t for t in task_runs if t.dedupe_key == key), None)
-    if existing is None or existing.state not in rules.DONE:
-        decision = _decide(task, spec, task_runs, index)
-        if decision != "run":
-            store.set_task_state(
-                key,
-                dag_id=dag.dag_id,
-                run_id=run_id,
-                task_id=spec.task_id,
-                map_index=index,
-                state=decision,
-            )
-            log.info("task %s %s by trigger rule %s", spec.task_id, decision, spec.trigger_rule)
-            events.task_run_finished(dag.dag_id, spec.task_id, decision)
-            return
+    rows = store.get_task_runs(dag.dag_id, run_id, wanted if len(wanted) <= 500 else None)
+    own = next((t for t in rows if t.dedupe_key in (key, own_key)), None)
+    situation = Situation(
+        trigger_rule=spec.trigger_rule,
+        upstream=spec.upstream,
+        mapped=_mapped_upstream(dag, spec),
+        rows=rows,
+        own=own,
+        waits=task.request.retries or 0,
+        retries=spec.retry.retries,
+        expands=bool(spec.map_over) and index < 0,
+    )
+    decision = decide(situation)
+    if decision.action is Action.DONE and own is not None:
+        _done(task, dag, spec, run_id, key, own)
+        return
+    if decision.action is Action.WAIT:
+        log.info("task %s waits: %s", spec.task_id, decision.reason)
+        retry_later(task, UPSTREAM_WAIT_SECONDS)
+    if (state := decision.recorded_state) is not None:
+        # a decision about this run, under this run's own key (a custom key may be shared)
+        store.set_task_state(
+            own_key,
+            dag_id=dag.dag_id,
+            run_id=run_id,
+            task_id=spec.task_id,
+            map_index=index,
+            state=state,
+            error=decision.reason if state == TaskRunState.UPSTREAM_FAILED else None,
+        )
+        log.info("task %s %s by %s", spec.task_id, state, decision.reason)
+        events.task_run_finished(dag.dag_id, spec.task_id, state)
+        return
     claim = store.claim_task_run(
         key,
         dag_id=dag.dag_id,
@@ -158,62 +249,48 @@ def _run(
         worker=task.request.hostname,
         celery_task_id=task.request.id,
     )
-    if claim.outcome == "done":
-        events.duplicate_delivery(dag.dag_id, spec.task_id)
-        log.info("task run %s already %s; not running it again", key, claim.record.state)
-        if spec.map_over and index < 0 and claim.record.state == "success":
-            _replace_with_instances(task, dag, spec, run_id, claim.record)
+    seen = ClaimSeen(
+        outcome=claim.outcome,
+        try_number=claim.record.try_number,
+        taken_over=own is not None and own.state == TaskRunState.RUNNING,
+    )
+    decision = decide(dataclasses.replace(situation, claim=seen))
+    if decision.action is Action.DONE:
+        record = claim.record
+        if record.run_id != run_id:
+            # a dedupe key shared across runs: another run did the side effect; this run's
+            # task run is final with its stored result and a pointer to that run
+            record = store.record_deduped(own_key, run_id=run_id, source=record)
+            log.info(
+                "task run %s was done by run %s; not running it again", key, record.deduped_from
+            )
+        _done(task, dag, spec, run_id, key, record)
         return
-    if claim.outcome == "held":
+    if decision.action is Action.HELD:
         wait = _lease_remaining(claim.record, runtime.settings.lease_seconds)
         log.info("task run %s is held by %s; retrying in %.1fs", key, claim.record.worker, wait)
-        raise task.retry(countdown=wait)
+        retry_later(task, wait)
     assert claim.token is not None
     attempt = Attempt(
         runtime, task, dag, spec, run, key, claim.token, index, claim.record.try_number
     )
-    taken_over = existing is not None and existing.state == "running"
-    lost = attempt.try_number - 1
-    if taken_over and attempt.try_number > spec.retry.retries + 1 + WORKER_LOST_TRIES:
-        # Earlier tries died with their worker (OOM, hard time limit): stop the loop (celery#1628).
-        attempt.fail(
-            f"worker lost {lost} times (killed, out of memory or past its hard time "
-            "limit); giving up",
-            None,
-            tries=lost,
-        )
+    if decision.action is Action.FAIL_WORKER_LOST:
+        attempt.fail(decision.reason, None, tries=attempt.try_number - 1)
         return
-    if spec.map_over and index < 0:
+    if decision.action is Action.EXPAND:
         _expand(attempt)
         return
-    _execute(attempt, task_runs)
+    _execute(attempt, rows)
 
 
-def _decide(
-    task: CeleryTask, spec: TaskSpec, task_runs: list[TaskRunRecord], index: int
-) -> rules.Decision:
-    upstream = spec.upstream
-    if not upstream:
-        return "run"
-    states = [t.state for t in task_runs if t.task_id in upstream and not _is_expander(t, spec)]
-    seen = {t.task_id for t in task_runs if t.task_id in upstream and t.state in rules.DONE}
-    if seen != upstream or any(s not in rules.DONE for s in states):
-        # The canvas orders work, so this only happens after a redelivery race: wait a little.
-        if task.request.retries < UPSTREAM_WAIT_RETRIES:
-            raise task.retry(countdown=1.0)
-        return "upstream_failed"
-    return rules.decide(spec.trigger_rule, states)
-
-
-def _is_expander(record: TaskRunRecord, spec: TaskSpec) -> bool:
-    # A mapped upstream's own row (map_index -1, state success) only says it expanded; its
-    # instances carry the states that count. An expander that did not expand counts as itself.
-    return (
-        record.map_index < 0
-        and record.state == "success"
-        and isinstance(record.result, dict)
-        and "map_count" in record.result
-    )
+def _done(
+    task: CeleryTask, dag: DAG, spec: TaskSpec, run_id: str, key: str, record: TaskRunRecord
+) -> None:
+    events.duplicate_delivery(dag.dag_id, spec.task_id)
+    log.info("task run %s already %s; not running it again", key, record.state)
+    if spec.map_over and record.map_index < 0 and record.state == TaskRunState.SUCCESS:
+        # a redelivered expander sends its instances again (each is deduped): all or nothing
+        _replace_with_instances(task, dag, spec, run_id, record.map_count or 0)
 
 
 def _lease_remaining(record: TaskRunRecord, lease_seconds: float) -> float:
@@ -225,21 +302,31 @@ def _lease_remaining(record: TaskRunRecord, lease_seconds: float) -> float:
     return max(0.5, min(lease_seconds, left + 0.2))
 
 
-def _inputs(
-    store: Store, dag: DAG, spec: TaskSpec, run_id: str, index: int, task_runs: list[TaskRunRecord]
-) -> tuple[tuple[Any, ...], dict[str, Any]]:
-    results: dict[str, Any] = {}
-    instances: dict[str, list[tuple[int, Any]]] = {}
-    for t in task_runs:
-        if t.map_index >= 0:
-            instances.setdefault(t.task_id, []).append((t.map_index, t.result))
+def upstream_results(dag: DAG, rows: Iterable[TaskRunRecord]) -> dict[str, Any]:
+    """Each upstream task's result: its row's, or for a .map() task the list of its instances'
+    results in map order (only ``map_count`` of them: the expansion is recorded out of band)."""
+    own: dict[str, TaskRunRecord] = {}
+    instances: dict[str, dict[int, Any]] = {}
+    for t in rows:
+        if t.map_index < 0:
+            own[t.task_id] = t
         else:
-            results[t.task_id] = t.result
-    for task_id, items in instances.items():
-        results[task_id] = [value for _, value in sorted(items, key=lambda p: p[0])]
-    for task_id, spec_up in dag.tasks.items():
-        if spec_up.map_over and task_id not in instances and task_id in results:
-            results[task_id] = []  # mapped over an empty list
+            instances.setdefault(t.task_id, {})[t.map_index] = t.result
+    results: dict[str, Any] = {}
+    for task_id, row in own.items():
+        up = dag.tasks.get(task_id)
+        if up is not None and up.map_over and row.state == TaskRunState.SUCCESS:
+            got = instances.get(task_id, {})
+            results[task_id] = [got[i] for i in range(row.map_count or 0) if i in got]
+        else:
+            results[task_id] = row.result
+    return results
+
+
+def _inputs(
+    dag: DAG, spec: TaskSpec, index: int, rows: list[TaskRunRecord]
+) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    results = upstream_results(dag, (t for t in rows if t.task_id != spec.task_id))
 
     def resolve(value: Any) -> Any:
         if isinstance(value, Ref):
@@ -275,10 +362,29 @@ class Attempt:
     try_number: int
 
     def finish(self, state: str, **outcome: Any) -> None:
-        _finish(self.runtime.store, self.key, self.token, state=state, **outcome)
+        """Record the outcome under this attempt's lease. If the lease was taken over (another
+        worker runs the task now), stop: write nothing more, continue no canvas (Ignore)."""
+        budget = self.runtime.settings.result_write_retry_seconds
+        if not write_outcome(self.runtime.store, self.key, self.token, budget, state, outcome):
+            self.runtime.leases.release(self.key)
+            log.warning(
+                "task run %s: this worker's lease was taken over; stopping without recording "
+                "%s or continuing the canvas (the new holder does both)",
+                self.key,
+                state,
+            )
+            raise Ignore()
 
-    def fail(self, error: str, tb: str | None, *, tries: int | None = None) -> None:
-        """Record the final failure and a dead letter; the canvas goes on."""
+    def fail(
+        self,
+        error: str,
+        tb: str | None,
+        *,
+        tries: int | None = None,
+        exc: BaseException | None = None,
+    ) -> None:
+        """Record the final failure and a dead letter, then hand it to Celery (the canvas goes
+        on and ``exc`` is raised so Celery records FAILURE): see ``record_final_failure``."""
         tries = self.try_number if tries is None else tries
         self.finish("failed", error=error, traceback=tb)
         self.runtime.store.add_dead_letter(
@@ -298,6 +404,7 @@ class Attempt:
         )
         events.task_run_finished(self.dag.dag_id, self.spec.task_id, "failed")
         self.callback(self.spec.on_failure, error)
+        record_final_failure(self.task, exc or BeatflowError(error))
 
     def callback(self, fn: Any, error: str) -> None:
         if fn is None:
@@ -313,10 +420,32 @@ class Attempt:
             log.exception("callback %r raised", fn)
 
 
-def _execute(attempt: Attempt, task_runs: list[TaskRunRecord]) -> None:
+def write_outcome(
+    store: Store, key: str, token: str, budget: float, state: str, outcome: dict[str, Any]
+) -> bool:
+    """Write a claimed task run's outcome; while the database is unreachable retry in process
+    (waits of at most a second, with jitter) for up to ``budget`` seconds, so a task that ran
+    is not run again for a blip. Then StoreUnavailableError goes to Celery's retry. False when
+    the lease was taken over (nothing written)."""
+    retrying = tenacity.Retrying(
+        retry=tenacity.retry_if_exception_type(StoreUnavailableError),
+        wait=tenacity.wait_exponential_jitter(initial=0.1, max=MAX_SLEEP_SECONDS),
+        stop=tenacity.stop_after_delay(budget),
+        before_sleep=lambda rs: log.warning(
+            "results database unavailable while recording %s (write try %d); retrying",
+            key,
+            rs.attempt_number,
+        ),
+        reraise=True,
+    )
+    written: bool = retrying(store.finish_task_run, key, token, state=state, **outcome)
+    return written
+
+
+def _execute(attempt: Attempt, rows: list[TaskRunRecord]) -> None:
     a = attempt
     dag, spec, run = a.dag, a.spec, a.run
-    args, kwargs = _inputs(a.runtime.store, dag, spec, run.run_id, a.index, task_runs)
+    args, kwargs = _inputs(dag, spec, a.index, rows)
     ctx = TaskContext(
         dag_id=dag.dag_id,
         run_id=run.run_id,
@@ -349,7 +478,7 @@ def _execute(attempt: Attempt, task_runs: list[TaskRunRecord]) -> None:
             try:
                 a.finish("success", result=result)
             except ResultError as exc:
-                a.fail(str(exc), traceback.format_exc())
+                a.fail(str(exc), traceback.format_exc(), exc=exc)
                 return
             elapsed = time.perf_counter() - started
             log.info("task run %s succeeded in %.3fs", a.key, elapsed)
@@ -375,71 +504,35 @@ def _handle_failure(attempt: Attempt, exc: Exception) -> None:
         )
         events.task_run_finished(attempt.dag.dag_id, spec.task_id, "up_for_retry")
         attempt.callback(spec.on_retry, error)
-        raise attempt.task.retry(countdown=delay)
-    attempt.fail(error, tb)
-
-
-def _finish(
-    store: Store,
-    key: str,
-    token: str,
-    *,
-    state: str,
-    result: Any = None,
-    error: str | None = None,
-    traceback: str | None = None,
-    deadline: float = 60.0,
-) -> None:
-    """Record the outcome; while the database is down keep trying (with backoff) for up to
-    ``deadline`` seconds before giving the message back to the broker."""
-    give_up = time.monotonic() + deadline
-    attempt = 0
-    while True:
-        try:
-            store.finish_task_run(
-                key, token, state=state, result=result, error=error, traceback=traceback
-            )
-            return
-        except StoreUnavailableError:
-            attempt += 1
-            if time.monotonic() > give_up:
-                raise
-            delay = min(5.0, 0.2 * 2**attempt)
-            log.warning(
-                "results database unavailable while recording %s; retry in %.1fs", key, delay
-            )
-            time.sleep(delay)
+        retry_later(attempt.task, delay, exc)
+    attempt.fail(error, tb, exc=exc)
 
 
 def _expand(attempt: Attempt) -> None:
+    """A .map() task's own task run: record how many instances it expands into (out of band,
+    ``map_count``), then send them. The count is recorded before any instance runs, and
+    downstream waits for exactly that many final instances: never a partial list."""
     a = attempt
-    store = a.runtime.store
     assert a.spec.map_over is not None
-    values = _collect(store.get_task_runs(a.dag.dag_id, a.run.run_id, [a.spec.map_over]))
+    rows = a.runtime.store.get_task_runs(a.dag.dag_id, a.run.run_id, [a.spec.map_over])
+    values = upstream_results(a.dag, rows).get(a.spec.map_over)
     if not isinstance(values, list):
         a.fail(f'.map() needs a list from "{a.spec.map_over}", got {type(values).__name__}', None)
         return
-    a.finish("success", result={"map_count": len(values)})
-    record = store.get_task_run(a.key)
-    assert record is not None
-    _replace_with_instances(a.task, a.dag, a.spec, a.run.run_id, record)
-
-
-def _collect(records: list[TaskRunRecord]) -> Any:
-    instances = sorted((t for t in records if t.map_index >= 0), key=lambda t: t.map_index)
-    if instances:
-        return [t.result for t in instances]
-    own = [t for t in records if t.map_index < 0]
-    if own and isinstance(own[0].result, dict) and "map_count" in own[0].result:
-        return []
-    return own[0].result if own else None
+    a.finish("success", result=None, map_count=len(values))
+    _replace_with_instances(a.task, a.dag, a.spec, a.run.run_id, len(values))
 
 
 def _replace_with_instances(
-    task: CeleryTask, dag: DAG, spec: TaskSpec, run_id: str, record: TaskRunRecord
+    task: CeleryTask, dag: DAG, spec: TaskSpec, run_id: str, count: int
 ) -> None:
-    count = int(record.result["map_count"]) if isinstance(record.result, Mapping) else 0
     if count == 0:
         return
     log.info("task %s expands into %d mapped task runs", spec.task_id, count)
-    task.replace(map_signatures(task.app, dag, spec.task_id, run_id, 0, count))
+    try:
+        task.replace(map_signatures(task.app, dag, spec.task_id, run_id, 0, count))
+    except (Ignore, Retry, Reject):
+        raise
+    except Exception as exc:  # noqa: BLE001 - the broker refused: send the instances again later
+        log.warning("could not send the instances of %s (%s); retrying", spec.task_id, exc)
+        retry_later(task, store_retry_delay(task.request.retries), exc)

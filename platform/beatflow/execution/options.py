@@ -6,6 +6,8 @@ from __future__ import annotations
 import random
 from typing import Any
 
+from celery.utils.time import get_exponential_backoff_interval
+
 TASK_OPTIONS: dict[str, Any] = {
     "bind": True,
     "acks_late": True,
@@ -23,5 +25,9 @@ STORE_RETRY_MAX_DELAY = 30.0
 
 
 def store_retry_delay(retries: int) -> float:
-    """Seconds before retrying a task whose results DB was unreachable (backoff with jitter)."""
-    return float(min(STORE_RETRY_MAX_DELAY, 0.5 * 2**retries) * (0.5 + random.random() / 2))
+    """Seconds before retrying a task whose results DB (or broker) was unreachable: Celery's own
+    exponential backoff (``retry_backoff``) with full jitter, capped, never under 0.5 s."""
+    delay = get_exponential_backoff_interval(
+        factor=1, retries=retries, maximum=int(STORE_RETRY_MAX_DELAY), full_jitter=True
+    )
+    return max(0.5, float(delay) + random.random() / 2)

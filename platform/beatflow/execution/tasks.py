@@ -10,6 +10,7 @@ from typing import Any
 
 from celery import Celery, signals
 from celery import Task as CeleryTask
+from celery.canvas import Signature
 
 from beatflow.dag.compile import (
     MAP_CHUNK_TASK,
@@ -23,7 +24,7 @@ from beatflow.dag.loader import DagBag
 from beatflow.dag.model import DAG, TaskSpec
 from beatflow.dag.plan import at_path
 from beatflow.errors import BeatflowError
-from beatflow.execution import node
+from beatflow.execution import node, skew
 from beatflow.execution.options import TASK_OPTIONS
 from beatflow.runtime import Runtime, runtime_of
 
@@ -35,6 +36,16 @@ def install(app: Celery, runtime: Runtime, *, load_dags: bool = True) -> None:
     _register_builtin(app)
     if load_dags:
         register_dag_tasks(app, runtime.dagbag)
+
+    @signals.task_unknown.connect(weak=False)  # type: ignore[untyped-decorator]
+    def _unknown(name: str = "", message: Any = None, **_: Any) -> None:
+        # a message for a DAG task this worker does not have (deploy skew): Celery drops it;
+        # fail its task run so the DAG run still ends
+        try:
+            args, kwargs, _embed = message.decode() if message is not None else ((), {}, {})
+            skew.fail_unknown_task(runtime, name, args, kwargs)
+        except Exception:  # noqa: BLE001 - never break the consumer over a bad message
+            log.exception("could not record the unknown task %s as failed", name)
 
     @signals.worker_process_init.connect(weak=False)  # type: ignore[untyped-decorator]
     def _warm_up(**_: Any) -> None:
@@ -57,9 +68,8 @@ def _register_node(app: Celery, dag: DAG, spec: TaskSpec) -> None:
     dag_id, task_id = dag.dag_id, spec.task_id
 
     def body(self: CeleryTask, run_id: str, map_index: int | None = None) -> None:
-        runtime = runtime_of(self.app)
-        current = runtime.dag(dag_id)  # the DAG as loaded in this process
-        node.run_node(runtime, self, current, current.tasks[task_id], run_id, map_index)
+        # the DAG is looked up inside the wrapper: deploy skew fails the task run, never raises
+        node.run_node(runtime_of(self.app), self, dag_id, task_id, run_id, map_index)
 
     options: dict[str, Any] = {"name": name, **TASK_OPTIONS}
     if spec.soft_time_limit is not None:
@@ -75,13 +85,28 @@ def _register_node(app: Celery, dag: DAG, spec: TaskSpec) -> None:
 def _register_builtin(app: Celery) -> None:
     @app.task(name=SEGMENT_TASK, **TASK_OPTIONS)  # type: ignore[untyped-decorator]
     def segment(self: CeleryTask, dag_id: str, run_id: str, path: str) -> None:
-        dag = runtime_of(self.app).dag(dag_id)
-        sub = at_path(plan_for(dag).root, path)
-        self.replace(compile_node(self.app, dag, run_id, sub, path))
+        runtime = runtime_of(self.app)
+
+        def build() -> Signature:
+            dag = runtime.dag(dag_id)
+            return compile_node(self.app, dag, run_id, at_path(plan_for(dag).root, path), path)
+
+        def not_run() -> list[tuple[str, int]]:
+            return [(t, -1) for t in runtime.dag(dag_id).tasks]
+
+        skew.expand_or_fail(runtime, self, dag_id, run_id, f"segment {path!r}", build, not_run)
 
     @app.task(name=MAP_CHUNK_TASK, **TASK_OPTIONS)  # type: ignore[untyped-decorator]
     def map_chunk(
         self: CeleryTask, dag_id: str, task_id: str, run_id: str, start: int, end: int
     ) -> None:
-        dag = runtime_of(self.app).dag(dag_id)
-        self.replace(map_signatures(self.app, dag, task_id, run_id, start, end))
+        runtime = runtime_of(self.app)
+        skew.expand_or_fail(
+            runtime,
+            self,
+            dag_id,
+            run_id,
+            f"map instances {start}..{end - 1} of task {task_id!r}",
+            lambda: map_signatures(self.app, runtime.dag(dag_id), task_id, run_id, start, end),
+            lambda: [(task_id, i) for i in range(start, end)],
+        )
