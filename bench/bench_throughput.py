@@ -1,0 +1,499 @@
+"""DAG-layer speed: beatflow against a stock Celery app (its own worker, task events on, Redis
+result backend), side by side in one run; many runs at once, fan-outs, a wide .map(), and what
+the results DB pays per task run (PostgreSQL's own counters) next to a bare insert + update.
+
+    .venv/bin/python bench/bench_throughput.py [--rounds 3] [--redis redis://127.0.0.1:6408]
+        [--pg postgresql://postgres@127.0.0.1:5432] [--db bench_speed] [--map-width 10000]
+
+Both workers: prefork -c 2, acks_late, prefetch 1, -E. The raw app is bench/raw_app.py (no
+beatflow code); beatflow's results DB is PostgreSQL with dedupe keys. Rows run interleaved
+(raw, beatflow, raw, ...; the first side alternates by round); medians are printed with the
+ratio beatflow / raw. The DB counters are read in round 1 around each bulk row, after waiting
+for every backend to flush its statistics (PostgreSQL flushes an idle backend's within ~10 s).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import redis
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path[:0] = [str(ROOT / "platform"), str(ROOT), str(ROOT / "bench")]
+
+from celery import chain, chord, group  # noqa: E402
+
+from beatflow.app import create_app  # noqa: E402
+from beatflow.runs import follow_run, make_run_id, trigger_dag  # noqa: E402
+from beatflow.settings import Settings  # noqa: E402
+from beatflow.store import Store  # noqa: E402
+from tests import procs  # noqa: E402
+
+FINAL = ("success", "failed", "cancelled")
+STAT_FLUSH_WAIT = 11.0  # PostgreSQL 15 flushes an idle backend's statistics after 10 s
+
+BENCH_DAGS = """
+from beatflow import DAG, task
+
+
+@task
+def noop(*_: object) -> None:
+    return None
+
+
+@task
+def items(n: int) -> list[int]:
+    return list(range(n))
+
+
+with DAG("b_chain10"):
+    prev = noop.override(task_id="t0")()
+    for i in range(1, 10):
+        prev = noop.override(task_id=f"t{i}")(prev)
+
+with DAG("b_chain5", max_active_runs=100_000):
+    prev = noop.override(task_id="t0")()
+    for i in range(1, 5):
+        prev = noop.override(task_id=f"t{i}")(prev)
+
+with DAG("b_one", max_active_runs=100_000):
+    noop.override(task_id="only")()
+
+for width in (100, 1000):
+    with DAG(f"b_fan{width}"):
+        src = noop.override(task_id="src")()
+        mids = [noop.override(task_id=f"m{i}")() for i in range(width)]
+        for m in mids:
+            src >> m
+        noop.override(task_id="sink")() << mids
+
+with DAG("b_map"):
+    noop.override(task_id="each").map(items(MAP_WIDTH))
+
+for i in range(BEAT_DAGS):
+    with DAG(f"b_beat_{i:04d}", max_active_runs=100_000):
+        noop.override(task_id="only")()
+"""
+
+
+# ----------------------------------------------------------------------------- PostgreSQL meter
+
+COUNTERS = ("xact_commit", "tup_fetched", "tup_returned", "tup_inserted", "tup_updated")
+
+
+def backend_cpu_ticks(pids: Iterable[int]) -> dict[int, int]:
+    """utime + stime (clock ticks) of each process, from /proc/<pid>/stat."""
+    out = {}
+    for pid in pids:
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        out[pid] = int(fields[11]) + int(fields[12])
+    return out
+
+
+@dataclass
+class PgSnapshot:
+    counters: dict[str, int]
+    cpu: dict[int, int]
+
+
+@dataclass
+class PgMeter:
+    """pg_stat_database counters and backend CPU of one database, read from a connection of its
+    own; ``statements`` counts this connection's own statements so they can be taken out."""
+
+    dsn: str
+    db: str
+    conn: psycopg.Connection[Any] = field(init=False)
+    statements: int = 0
+
+    def __post_init__(self) -> None:
+        self.conn = psycopg.connect(self.dsn, autocommit=True)
+
+    def one(self, sql: str, params: tuple[Any, ...] = ()) -> Any:
+        self.statements += 1
+        row = self.conn.execute(sql, params).fetchone()
+        return None if row is None else row[0]
+
+    def snapshot(self) -> PgSnapshot:
+        self.conn.execute("SELECT pg_stat_force_next_flush()")
+        self.conn.execute("SELECT pg_stat_clear_snapshot()")
+        row = self.conn.execute(
+            f"SELECT {', '.join(COUNTERS)} FROM pg_stat_database WHERE datname = %s", (self.db,)
+        ).fetchone()
+        assert row is not None
+        pids = [
+            r[0]
+            for r in self.conn.execute(
+                "SELECT pid FROM pg_stat_activity WHERE datname = %s AND pid <> pg_backend_pid()",
+                (self.db,),
+            )
+        ]
+        self.statements += 4
+        return PgSnapshot(dict(zip(COUNTERS, row, strict=True)), backend_cpu_ticks(pids))
+
+    def measure(self, work: Callable[[], None]) -> dict[str, float]:
+        """Counters and backend CPU seconds spent by ``work`` (minus this meter's statements)."""
+        time.sleep(STAT_FLUSH_WAIT)
+        before = self.snapshot()
+        own = self.statements
+        work()
+        own = self.statements - own
+        time.sleep(STAT_FLUSH_WAIT)
+        after = self.snapshot()
+        own += 4  # the closing snapshot's statements before its counters were read
+        delta = {k: float(after.counters[k] - before.counters[k]) for k in COUNTERS}
+        # each of our statements is one transaction that fetches at most one row
+        delta["xact_commit"] -= own
+        delta["tup_fetched"] = max(0.0, delta["tup_fetched"] - own)
+        ticks = sum(t - before.cpu.get(pid, 0) for pid, t in after.cpu.items())
+        delta["cpu_s"] = ticks / os.sysconf("SC_CLK_TCK")
+        return delta
+
+
+def floor_cost(meter: PgMeter, n: int) -> dict[str, float]:
+    """A bare insert + update per task run with psycopg (autocommit: two transactions)."""
+    with psycopg.connect(meter.dsn, autocommit=True) as conn:
+        conn.execute(
+            "CREATE TABLE IF NOT EXISTS floor_runs (id bigserial PRIMARY KEY, "
+            "key text UNIQUE NOT NULL, state text NOT NULL)"
+        )
+        conn.execute("TRUNCATE floor_runs")
+
+        def work() -> None:
+            for i in range(n):
+                conn.execute(
+                    "INSERT INTO floor_runs (key, state) VALUES (%s, 'running')", (f"k{i}",)
+                )
+                conn.execute("UPDATE floor_runs SET state = 'success' WHERE key = %s", (f"k{i}",))
+
+        return meter.measure(work)
+
+
+# ----------------------------------------------------------------------------- the two sides
+
+
+def wait_all_final(meter: PgMeter, runs: list[tuple[str, str]], timeout: float = 1800) -> None:
+    """Wait until every (dag_id, run_id) is final, reading one run's state per poll (the oldest
+    still open), so the wait costs the DB about one indexed row per run plus one per poll."""
+    deadline = time.monotonic() + timeout
+    i = 0
+    while i < len(runs):
+        state = meter.one("SELECT state FROM dag_runs WHERE dag_id = %s AND run_id = %s", runs[i])
+        if state in FINAL:
+            i += 1
+            continue
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{len(runs) - i} DAG runs still open after {timeout}s")
+        time.sleep(0.02)
+
+
+@dataclass
+class Bench:
+    app: Any  # beatflow's app (this process only triggers and watches)
+    raw: Any  # the stock app (its worker is another process)
+    meter: PgMeter
+    map_width: int
+    beat_dags: int
+    tick: datetime = field(default_factory=lambda: datetime(2030, 1, 1, tzinfo=UTC))
+
+    # raw Celery ---------------------------------------------------------------
+    def raw_chain(self, n: int) -> None:
+        noop = self.raw.tasks["raw.noop"]
+        chain(*[noop.si() for _ in range(n)]).apply_async().get(timeout=120)
+
+    def raw_fan(self, width: int) -> None:
+        noop = self.raw.tasks["raw.noop"]
+        chain(noop.si(), chord([noop.si() for _ in range(width)], noop.si())).apply_async().get(
+            timeout=1200
+        )
+
+    def raw_many_chains(self, runs: int, length: int) -> None:
+        noop = self.raw.tasks["raw.noop"]
+        results = [chain(*[noop.si() for _ in range(length)]).apply_async() for _ in range(runs)]
+        for r in results:
+            r.get(timeout=600)
+
+    def raw_send(self, n: int) -> list[Any]:
+        noop = self.raw.tasks["raw.noop"]
+        return [noop.apply_async() for _ in range(n)]
+
+    def raw_many(self, n: int) -> None:
+        for r in self.raw_send(n):
+            r.get(timeout=600)
+
+    def raw_group(self, n: int) -> None:
+        noop = self.raw.tasks["raw.noop"]
+        group([noop.si(i) for i in range(n)]).apply_async().get(timeout=1800)
+
+    # beatflow -----------------------------------------------------------------
+    def bf_one(self, dag_id: str) -> None:
+        rec = trigger_dag(self.app, dag_id)
+        final = follow_run(self.app, dag_id, rec.run_id, timeout=1800, poll=0.005)
+        assert final.state == "success", final
+
+    def bf_trigger(self, dag_id: str, n: int) -> list[tuple[str, str]]:
+        return [(dag_id, trigger_dag(self.app, dag_id).run_id) for _ in range(n)]
+
+    def bf_many(self, dag_id: str, n: int) -> None:
+        wait_all_final(self.meter, self.bf_trigger(dag_id, n))
+
+    def bf_beat(self) -> None:
+        """What the beat sends when ``beat_dags`` DAGs are due on the same minute: batches of 50
+        fires (``beatflow.fire_schedules``), then every run to its end."""
+        self.tick += timedelta(minutes=1)
+        fires = [
+            [f"b_beat_{i:04d}", self.tick.isoformat(), "scheduled"] for i in range(self.beat_dags)
+        ]
+        for i in range(0, len(fires), 50):
+            self.app.send_task(
+                "beatflow.fire_schedules", args=[fires[i : i + 50], 1], ignore_result=True
+            )
+        run_id = make_run_id("scheduled", self.tick)
+        wait_all_final(self.meter, [(f, run_id) for f, _, _ in fires])
+
+
+@dataclass
+class Row:
+    label: str
+    raw: Callable[[], None]
+    beatflow: Callable[[], None]
+    task_runs: int = 0  # > 0: a bulk row, measured with the DB counters
+    dag_runs: int = 0
+    raw_times: list[float] = field(default_factory=list)
+    bf_times: list[float] = field(default_factory=list)
+    db: dict[str, float] | None = None
+
+
+def timed(fn: Callable[[], None]) -> float:
+    started = time.perf_counter()
+    fn()
+    return time.perf_counter() - started
+
+
+def make_rows(
+    b: Bench, map_width: int
+) -> tuple[list[Row], list[list[Any]], list[list[tuple[str, str]]]]:
+    """The rows, and the lists the send-only row leaves work in (drained after it)."""
+    drained: list[list[Any]] = []
+
+    def raw_send_500() -> None:
+        drained.append(b.raw_send(500))
+
+    pending: list[list[tuple[str, str]]] = []
+
+    def bf_trigger_500() -> None:
+        pending.append(b.bf_trigger("b_one", 500))
+
+    return (
+        [
+            Row(
+                "10-task chain, trigger -> final",
+                lambda: b.raw_chain(10),
+                lambda: b.bf_one("b_chain10"),
+            ),
+            Row("1 -> 100 -> 1", lambda: b.raw_fan(100), lambda: b.bf_one("b_fan100")),
+            Row("1 -> 1,000 -> 1", lambda: b.raw_fan(1000), lambda: b.bf_one("b_fan1000")),
+            Row(
+                "200 runs of a 5-task chain at once",
+                lambda: b.raw_many_chains(200, 5),
+                lambda: b.bf_many("b_chain5", 200),
+                task_runs=1000,
+                dag_runs=200,
+            ),
+            Row(
+                "500 one-task runs at once",
+                lambda: b.raw_many(500),
+                lambda: b.bf_many("b_one", 500),
+                task_runs=500,
+                dag_runs=500,
+            ),
+            Row("triggering alone (500 sends)", raw_send_500, bf_trigger_500),
+            Row(
+                f"beat fires {b.beat_dags:,} DAGs on one minute",
+                lambda: b.raw_many(b.beat_dags),
+                b.bf_beat,
+                task_runs=b.beat_dags,
+                dag_runs=b.beat_dags,
+            ),
+            Row(
+                f"{map_width:,}-wide .map() vs raw group",
+                lambda: b.raw_group(map_width),
+                lambda: b.bf_one("b_map"),
+                task_runs=map_width + 2,
+                dag_runs=1,
+            ),
+        ],
+        drained,
+        pending,
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--redis", default="redis://127.0.0.1:6408")
+    parser.add_argument("--pg", default="postgresql://postgres@127.0.0.1:5432")
+    parser.add_argument("--db", default="bench_speed")
+    parser.add_argument("--map-width", type=int, default=10_000)
+    parser.add_argument("--beat-dags", type=int, default=1000)
+    parser.add_argument("--only", default="", help="comma-separated row numbers (1-based)")
+    parser.add_argument("--no-counters", action="store_true")
+    args = parser.parse_args()
+
+    tmp = Path(tempfile.mkdtemp(prefix="beatflow-speed-"))
+    dags = tmp / "dags"
+    dags.mkdir()
+    (dags / "bench_speed.py").write_text(
+        BENCH_DAGS.replace("MAP_WIDTH", str(args.map_width)).replace(
+            "BEAT_DAGS", str(args.beat_dags)
+        )
+    )
+    with psycopg.connect(f"{args.pg}/postgres", autocommit=True) as admin:
+        admin.execute(f'DROP DATABASE IF EXISTS "{args.db}" WITH (FORCE)')
+        admin.execute(f'CREATE DATABASE "{args.db}"')
+    dsn = f"{args.pg}/{args.db}"
+    bf_redis, raw_redis = f"{args.redis}/1", f"{args.redis}/2"
+    for url in (bf_redis, raw_redis):
+        redis.Redis.from_url(url).flushdb()
+    env = {
+        "BEATFLOW_BROKER_URL": bf_redis,
+        "BEATFLOW_DATABASE_URL": dsn.replace("postgresql://", "postgresql+psycopg://"),
+        "BEATFLOW_DAGS_FOLDER": str(dags),
+        "BEATFLOW_LOG_LEVEL": "WARNING",
+        "BEATFLOW_TASK_SOFT_TIME_LIMIT": "1200",
+        "BEATFLOW_TASK_TIME_LIMIT": "1300",
+    }
+    settings = Settings.from_env(env)
+    Store.from_settings(settings).upgrade()
+    os.environ["RAW_BROKER_URL"] = raw_redis
+    import raw_app
+
+    app = create_app(settings)
+    worker = procs.celery_worker(tmp, env, queues=settings.default_queue, concurrency=2)
+    raw_worker = procs.Proc(
+        [
+            sys.executable,
+            "-m",
+            "celery",
+            "-A",
+            "raw_app",
+            "worker",
+            "-E",
+            "-P",
+            "prefork",
+            "-c",
+            "2",
+            "-Q",
+            "raw",
+            "-n",
+            "raw@%h",
+            "--without-mingle",
+            "--without-gossip",
+            "-l",
+            "warning",
+        ],
+        {**os.environ, "PYTHONPATH": str(ROOT / "bench"), "RAW_BROKER_URL": raw_redis},
+        tmp / "raw-worker.log",
+        name="raw",
+    )
+    worker.start()
+    raw_worker.start()
+    meter = PgMeter(dsn, args.db)
+    try:
+        procs.wait_worker_ready(app, worker)
+        procs.wait_worker_ready(raw_app.app, raw_worker)
+        b = Bench(app, raw_app.app, meter, args.map_width, args.beat_dags)
+        rows, drained, pending = make_rows(b, args.map_width)
+        only = {int(x) for x in args.only.split(",") if x}
+        rows = [r for i, r in enumerate(rows, 1) if not only or i in only]
+        b.raw_chain(10)  # warm up both sides
+        b.bf_one("b_chain10")
+        print(f"machine: {os.cpu_count()} cores, load {os.getloadavg()}", flush=True)
+        print(f"started {datetime.now(UTC):%Y-%m-%d %H:%M} UTC", flush=True)
+        for rnd in range(args.rounds):
+            for row in rows:
+                sides = [("raw", row.raw, row.raw_times), ("bf", row.beatflow, row.bf_times)]
+                for name, fn, out in sides if rnd % 2 == 0 else sides[::-1]:
+                    if name == "bf" and row.task_runs and rnd == 0 and not args.no_counters:
+                        spent: list[float] = []
+                        row.db = meter.measure(lambda fn=fn, spent=spent: spent.append(timed(fn)))
+                        out.append(spent[0])
+                    else:
+                        out.append(timed(fn))
+                    for results in drained:  # the send-only row: let the raw worker drain
+                        for r in results:
+                            r.get(timeout=600)
+                    drained.clear()
+                    for runs in pending:
+                        wait_all_final(meter, runs)
+                    pending.clear()
+                print(
+                    f"round {rnd + 1} {row.label}: raw {row.raw_times[-1]:.3f}s "
+                    f"beatflow {row.bf_times[-1]:.3f}s",
+                    flush=True,
+                )
+        floor = None if args.no_counters else floor_cost(meter, 1000)
+    finally:
+        worker.stop()
+        raw_worker.stop()
+    report(rows, floor)
+
+
+def fmt(seconds: float) -> str:
+    return f"{seconds * 1000:,.0f} ms" if seconds < 10 else f"{seconds:,.1f} s"
+
+
+def report(rows: list[Row], floor: dict[str, float] | None) -> None:
+    print()
+    print(f"{'work':<44} {'raw Celery':>12} {'beatflow':>12} {'ratio':>7}  (medians)")
+    for row in rows:
+        raw, bf = statistics.median(row.raw_times), statistics.median(row.bf_times)
+        print(f"{row.label:<44} {fmt(raw):>12} {fmt(bf):>12} {bf / raw:>6.2f}x")
+    for row in rows:
+        if row.task_runs:
+            raw = row.task_runs / statistics.median(row.raw_times)
+            print(f"  {row.label}: task runs/s raw {raw:,.0f}, beatflow {bf_rate(row):,.0f}")
+    print()
+    print("results DB per task run / per DAG run (pg_stat_database, round 1):")
+    header = f"{'work':<44} {'xact/TR':>8} {'fetch/TR':>9} {'ret/TR':>8} {'upd/TR':>7} "
+    print(header + f"{'ins/TR':>7} {'xact/DR':>8} {'fetch/DR':>9} {'PG CPU s/1k TR':>15}")
+    for row in rows:
+        if row.db is None:
+            continue
+        d, tr, dr = row.db, row.task_runs, row.dag_runs
+        print(
+            f"{row.label:<44} {d['xact_commit'] / tr:>8.2f} {d['tup_fetched'] / tr:>9.1f} "
+            f"{d['tup_returned'] / tr:>8.1f} {d['tup_updated'] / tr:>7.2f} "
+            f"{d['tup_inserted'] / tr:>7.2f} {d['xact_commit'] / dr:>8.1f} "
+            f"{d['tup_fetched'] / dr:>9.1f} {d['cpu_s'] / tr * 1000:>15.3f}"
+        )
+    if floor is not None:
+        f = floor
+        print(
+            f"{'floor: bare insert + update (psycopg)':<44} {f['xact_commit'] / 1000:>8.2f} "
+            f"{f['tup_fetched'] / 1000:>9.1f} {f['tup_returned'] / 1000:>8.1f} "
+            f"{f['tup_updated'] / 1000:>7.2f} {f['tup_inserted'] / 1000:>7.2f} {'':>8} {'':>9} "
+            f"{f['cpu_s']:>15.3f}"
+        )
+
+
+def bf_rate(row: Row) -> float:
+    return row.task_runs / statistics.median(row.bf_times) if row.bf_times else 0.0
+
+
+if __name__ == "__main__":
+    main()
