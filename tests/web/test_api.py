@@ -4,12 +4,16 @@ and triggering, inspecting, logs and dead letters work end to end."""
 
 from __future__ import annotations
 
+import json
 import re
+import subprocess
+import sys
+from pathlib import Path
 
 import httpx
 import pytest
 
-from tests.procs import wait_for
+from tests.procs import beatflow_env, wait_for
 from tests.web.conftest import PASSWORD, TOKEN, USER, WebServer
 
 pytestmark = pytest.mark.slow
@@ -342,3 +346,40 @@ def test_a_dead_letter_is_listed_and_replayed_once(web: WebServer) -> None:
         assert audit[0]["action"] == "replay" and audit[0]["detail"] == {
             "dead_letter": letter["id"]
         }
+
+
+# ---------------------------------------------------------------------- the CLI through the API
+
+
+def _cli(
+    web: WebServer, tmp_path: Path, token: str, *args: str
+) -> subprocess.CompletedProcess[str]:
+    secret = tmp_path / "token"
+    secret.write_text(token + "\n")
+    env = beatflow_env(
+        {
+            # nothing a CI runner would have: no Redis, no results DB, no DAG code
+            "BEATFLOW_BROKER_URL": "redis://127.0.0.1:1/0",
+            "BEATFLOW_DATABASE_URL": "postgresql+psycopg://nobody@127.0.0.1:1/none",
+            "BEATFLOW_DAGS_FOLDER": str(tmp_path / "no-dags"),
+            "BEATFLOW_API_URL": web.url,
+            "BEATFLOW_API_TOKEN_FILE": str(secret),
+        }
+    )
+    argv = [sys.executable, "-c", "from beatflow.cli import run; run()", "dags", "trigger", *args]
+    return subprocess.run(argv, env=env, capture_output=True, text=True, timeout=120)
+
+
+def test_dags_trigger_goes_through_the_api_with_only_a_token(
+    web: WebServer, tmp_path: Path
+) -> None:
+    done = _cli(web, tmp_path, TOKEN, "web_etl", "--conf", '{"rows": 2}', "--wait", "--json")
+    assert done.returncode == 0, done.stderr
+    run = json.loads(done.stdout)
+    assert run["state"] == "success" and run["conf"] == {"rows": 2, "fail_first": False}
+    assert [t["task_id"] for t in run["tasks"]] == ["extract", "total", "publish"]
+    bad = _cli(web, tmp_path, TOKEN, "web_etl", "--conf", '{"rowz": 2}')
+    assert bad.returncode == 1
+    assert "API 400" in bad.stderr and 'unknown key "rowz"' in bad.stderr
+    wrong = _cli(web, tmp_path, TOKEN + "x", "web_etl")
+    assert wrong.returncode == 1 and "API 401" in wrong.stderr

@@ -174,13 +174,42 @@ def show(dag_id: str, fmt: str) -> None:
     help="With --wait: give up after this many seconds (exit 3).",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts.")
+@click.option(
+    "--api",
+    "api_url",
+    metavar="URL",
+    help="Trigger through beatflow web's API (default: BEATFLOW_API_URL) with "
+    "BEATFLOW_API_TOKEN: no Redis, database or DAG code needed.",
+)
 def trigger(
-    dag_id: str, conf: str | None, run_id: str | None, wait: bool, timeout: float, as_json: bool
+    dag_id: str,
+    conf: str | None,
+    run_id: str | None,
+    wait: bool,
+    timeout: float,
+    as_json: bool,
+    api_url: str | None,
 ) -> None:
     """Start a DAG run now."""
     from beatflow.runs import follow_run, trigger_dag
 
     parsed = parse_conf(conf)
+    settings = load_settings()
+    if api_url or settings.api_url:
+        from beatflow.cli.api_client import trigger_via_api
+
+        url = api_url or settings.api_url
+        trigger_via_api(
+            url,
+            settings.api_token,
+            dag_id,
+            parsed,
+            run_id,
+            wait=wait,
+            timeout=timeout,
+            as_json=as_json,
+        )
+        return
     app = get_app_or_exit()
     record = trigger_dag(app, dag_id, conf=parsed, run_id=run_id)
     if not wait:
