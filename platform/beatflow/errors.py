@@ -3,12 +3,12 @@
 BeatflowError
 ├── SettingsError            bad BEATFLOW_* values (all of them, at once)
 ├── DagError                 a DAG definition is wrong
-│   ├── DagDefinitionError   cycle, unknown dependency, duplicate id, bad schedule
-│   └── DagImportError       a module in the dags folder failed to import
+│   └── DagDefinitionError   cycle, unknown dependency, duplicate id, bad schedule
 ├── DagNotFoundError         no DAG with that id is loaded
 ├── ConfError                a trigger's conf does not match the DAG's params
 ├── InvalidIdError           a DAG, task or run id outside the safe character set or length
 ├── RunNotFoundError         no DAG run with that DAG id and run id
+├── DeadLetterNotFoundError  no dead letter with that id
 ├── RunStateError            an operator's verb does not apply to the run's current state
 ├── UnknownTaskError         an operator named a task the DAG does not have
 ├── BrokerUnavailableError   a DAG run could not be sent: the broker is unreachable
@@ -16,7 +16,6 @@ BeatflowError
 │   ├── StoreUnavailableError  the database cannot be reached (retry later)
 │   ├── SchemaOutOfDateError   the database is behind the code: run `beatflow db upgrade`
 │   └── ResultError            a task's return value is not JSON or is too large
-├── LeaseHeldError           another live worker holds the task run's lease
 ├── SchedulerError           the beat cannot run with these settings
 │   └── StaleLeaderError       a deposed beat leader's write was refused
 └── DevStackError            `beatflow dev` cannot start its Redis or a child process
@@ -24,6 +23,7 @@ BeatflowError
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Sequence
 
 
@@ -59,21 +59,13 @@ class DagDefinitionError(DagError):
     """Raised when a DAG has a cycle, an unknown dependency, a duplicate id or a bad schedule."""
 
 
-class DagImportError(DagError):
-    """Raised when a module in the dags folder fails to import."""
-
-
 class DagNotFoundError(BeatflowError):
     """Raised when no loaded DAG has the requested id."""
 
     def __init__(self, dag_id: str, known: Sequence[str] = ()) -> None:
         self.dag_id = dag_id
-        hint = ""
-        import difflib
-
         close = difflib.get_close_matches(dag_id, list(known), n=1)
-        if close:
-            hint = f'; did you mean "{close[0]}"?'
+        hint = f'; did you mean "{close[0]}"?' if close else ""
         super().__init__(f'no DAG "{dag_id}" is loaded{hint}')
 
 
@@ -101,9 +93,15 @@ class RunNotFoundError(BeatflowError):
     def __init__(self, dag_id: str, run_id: str) -> None:
         self.dag_id = dag_id
         self.run_id = run_id
-        super().__init__(
-            f"no run {run_id!r} of DAG {dag_id!r}; see `beatflow runs list {dag_id}`"
-        )
+        super().__init__(f"no run {run_id!r} of DAG {dag_id!r}; see `beatflow runs list {dag_id}`")
+
+
+class DeadLetterNotFoundError(BeatflowError):
+    """Raised when no dead letter has the requested id."""
+
+    def __init__(self, letter_id: int) -> None:
+        self.letter_id = letter_id
+        super().__init__(f"no dead letter {letter_id}; see `beatflow dlq list`")
 
 
 class RunStateError(BeatflowError):
@@ -123,8 +121,6 @@ class UnknownTaskError(BeatflowError):
     def __init__(self, dag_id: str, task_id: str, known: Sequence[str] = ()) -> None:
         self.dag_id = dag_id
         self.task_id = task_id
-        import difflib
-
         close = difflib.get_close_matches(task_id, list(known), n=1)
         hint = f'; did you mean "{close[0]}"?' if close else ""
         super().__init__(f'DAG "{dag_id}" has no task "{task_id}"{hint}')
@@ -176,15 +172,6 @@ class ResultError(StoreError):
         self.size = size  # bytes of JSON; None when the value is not JSON at all
         self.limit = limit
         super().__init__(message)
-
-
-class LeaseHeldError(BeatflowError):
-    """Raised when another live worker holds the lease on a task run."""
-
-    def __init__(self, dedupe_key: str, holder: str | None) -> None:
-        self.dedupe_key = dedupe_key
-        self.holder = holder
-        super().__init__(f"task run {dedupe_key!r} is being run by {holder or 'another worker'}")
 
 
 class SchedulerError(BeatflowError):

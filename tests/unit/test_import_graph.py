@@ -29,6 +29,7 @@ LAYERS: list[set[str]] = [
         "runtime",
         "connections",
         "queues",
+        "times",
         "records_json",
     },
     {"dag"},

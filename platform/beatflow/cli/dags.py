@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import sys
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 import click
@@ -20,6 +20,7 @@ from beatflow.dag.model import DAG
 from beatflow.errors import BeatflowError
 from beatflow.records_json import dag_run_json, task_run_json
 from beatflow.runtime import runtime_of
+from beatflow.times import parse_instant
 
 
 @click.group()
@@ -267,12 +268,11 @@ def unpause(dag_id: str) -> None:
 
 def _parse_date(value: str, name: str) -> datetime:
     try:
-        parsed = datetime.fromisoformat(value)
+        return parse_instant(value)
     except ValueError:
         raise click.BadParameter(
             f"{value!r} is not an ISO date such as 2026-11-01 or 2026-11-01T10:00", param_hint=name
         ) from None
-    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
 
 
 @dags.command()

@@ -8,7 +8,7 @@ import functools
 import sys
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any, overload
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
@@ -17,6 +17,7 @@ from beatflow.dag.model import Param, Ref, RetryPolicy, TaskSpec
 from beatflow.dag.schedule import Schedule
 from beatflow.errors import DagDefinitionError, InvalidIdError
 from beatflow.ids import check_dag_id, check_task_id
+from beatflow.times import as_utc
 
 __all__ = ["DAG", "Param", "TaskRef", "context", "task"]
 
@@ -62,11 +63,7 @@ def _zone(name: str | ZoneInfo, file: str | None, line: int | None) -> ZoneInfo:
 
 
 def _aware(value: datetime | None, tz: ZoneInfo) -> datetime | None:
-    if value is None:
-        return None
-    if value.tzinfo is None:
-        value = value.replace(tzinfo=tz)
-    return value.astimezone(UTC)
+    return None if value is None else as_utc(value, tz)
 
 
 class DAG:
@@ -307,15 +304,7 @@ class Task:
 
 
 def _to_ref(value: Any) -> Any:
-    if isinstance(value, TaskRef):
-        return Ref(value.task_id)
-    if isinstance(value, list):
-        return [_to_ref(v) for v in value]
-    if isinstance(value, tuple):
-        return tuple(_to_ref(v) for v in value)
-    if isinstance(value, dict):
-        return {k: _to_ref(v) for k, v in value.items()}
-    return value
+    return model.map_leaves(value, lambda v: Ref(v.task_id) if isinstance(v, TaskRef) else v)
 
 
 def _seconds(value: float | timedelta) -> float:

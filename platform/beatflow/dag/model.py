@@ -4,6 +4,8 @@ nothing of Celery, Redis or SQL, so cycles and topology are plain unit tests."""
 from __future__ import annotations
 
 import difflib
+import graphlib
+import heapq
 import inspect
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -111,14 +113,29 @@ class TaskSpec:
             return False
 
 
-def _walk_refs(values: Iterable[Any]) -> Iterable[Ref]:
-    for value in values:
-        if isinstance(value, Ref):
-            yield value
-        elif isinstance(value, list | tuple):
-            yield from _walk_refs(value)
-        elif isinstance(value, dict):
-            yield from _walk_refs(value.values())
+def map_leaves(value: Any, fn: Callable[[Any], Any]) -> Any:
+    """``value`` with every leaf replaced by ``fn(leaf)``: lists, tuples and dict values are
+    walked (and rebuilt as lists, tuples and dicts with the same keys); anything else is a leaf.
+    The one walk over a task's arguments (references to upstream results live in them)."""
+    if isinstance(value, list):
+        return [map_leaves(v, fn) for v in value]
+    if isinstance(value, tuple):
+        return tuple(map_leaves(v, fn) for v in value)
+    if isinstance(value, dict):
+        return {k: map_leaves(v, fn) for k, v in value.items()}
+    return fn(value)
+
+
+def _walk_refs(values: Iterable[Any]) -> list[Ref]:
+    refs: list[Ref] = []
+
+    def collect(leaf: Any) -> Any:
+        if isinstance(leaf, Ref):
+            refs.append(leaf)
+        return leaf
+
+    map_leaves(list(values), collect)
+    return refs
 
 
 @dataclass(slots=True)
@@ -193,30 +210,16 @@ class DAG:
             )
 
     def find_cycle(self) -> list[str]:
-        """A cycle as a path ``[a, b, ..., a]``, or ``[]`` if the DAG is acyclic."""
-        white, grey, black = 0, 1, 2
-        colour = dict.fromkeys(self.tasks, white)
-        down = self.downstream_map()
-        for root in sorted(self.tasks):
-            if colour[root] != white:
-                continue
-            stack: list[tuple[str, list[str]]] = [(root, sorted(down[root]))]
-            path = [root]
-            colour[root] = grey
-            while stack:
-                node, children = stack[-1]
-                if not children:
-                    stack.pop()
-                    path.pop()
-                    colour[node] = black
-                    continue
-                child = children.pop(0)
-                if colour[child] == grey:
-                    return path[path.index(child) :] + [child]
-                if colour[child] == white:
-                    colour[child] = grey
-                    path.append(child)
-                    stack.append((child, sorted(down[child])))
+        """A cycle as a path ``[a, b, ..., a]`` (each task upstream of the next, starting at
+        the smallest id), or ``[]`` if the DAG is acyclic."""
+        graph = {tid: sorted(self.tasks[tid].upstream) for tid in sorted(self.tasks)}
+        try:
+            graphlib.TopologicalSorter(graph).prepare()
+        except graphlib.CycleError as exc:
+            cycle: list[str] = list(exc.args[1])[:-1]
+            start = cycle.index(min(cycle))
+            cycle = cycle[start:] + cycle[:start]
+            return [*cycle, cycle[0]]
         return []
 
     # ------------------------------------------------------------------ topology
@@ -239,8 +242,6 @@ class DAG:
         down = self.downstream_map()
         ready = sorted((t for t, d in indegree.items() if d == 0), key=position.__getitem__)
         order: list[str] = []
-        import heapq
-
         heap = [(position[t], t) for t in ready]
         heapq.heapify(heap)
         while heap:

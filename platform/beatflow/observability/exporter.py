@@ -23,6 +23,7 @@ from beatflow.observability.http import make_server
 from beatflow.observability.metrics import Metrics
 from beatflow.observability.render import Renderer
 from beatflow.observability.results import ResultsPoller
+from beatflow.queues import QueueLayout
 from beatflow.runtime import runtime_of
 from beatflow.settings import mask_url
 from beatflow.store import Store
@@ -70,7 +71,7 @@ class Exporter:
             self.metrics, default_queue=settings.default_queue, worker_timeout=worker_timeout
         )
         self.follower = EventFollower(self.app, self.handler)
-        self.layout = broker.QueueLayout.from_settings(settings)
+        self.layout = QueueLayout.from_settings(settings)
         self.leader = broker.LeaderTracker()
         self._dags: Mapping[str, DAG] = {}
         self._dags_loaded_at = 0.0

@@ -15,7 +15,12 @@ from celery import Celery
 from celery.canvas import Signature
 
 from beatflow.dag.compile import compile_run
-from beatflow.errors import BeatflowError, BrokerUnavailableError, StoreUnavailableError
+from beatflow.errors import (
+    BeatflowError,
+    BrokerUnavailableError,
+    RunNotFoundError,
+    StoreUnavailableError,
+)
 from beatflow.execution import events, rules
 from beatflow.ids import check_run_id
 from beatflow.runtime import Runtime, runtime_of
@@ -269,7 +274,7 @@ def follow_run(
             time.sleep(min(1.0, poll * 10))
             continue
         if run is None:
-            raise BeatflowError(f"no DAG run {dag_id}/{run_id}")
+            raise RunNotFoundError(dag_id, run_id)
         for t in tasks:
             marker = (t.state, t.try_number)
             if seen.get(t.dedupe_key) != marker:

@@ -110,7 +110,7 @@ class BeatflowScheduler(RedBeatScheduler):  # type: ignore[misc]
     # ---------------------------------------------------------------- RedBeat overrides
 
     def setup_schedule(self) -> None:
-        """RedBeat writes (and deletes) entries here, before any lock is held (R7): not us."""
+        """RedBeat writes (and deletes) entries here, before any lock is held: not us."""
 
     def tick(self, *args: Any, **kwargs: Any) -> float:
         """One loop of Celery's beat service; returns seconds to sleep. Never raises."""

@@ -1,5 +1,6 @@
 """Checks of the beat: the Redis eviction policy must not be able to drop the schedule, the
-watermarks or the lock (R12); a scheduled DAG must be able to start without a conf."""
+watermarks or the lock (their loss would skip or repeat ticks); a scheduled DAG must be able
+to start without a conf."""
 
 from __future__ import annotations
 

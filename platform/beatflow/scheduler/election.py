@@ -57,7 +57,7 @@ class LeaderElection:
 
     The lease counts as ours until ``ttl`` after the last renewal *request* was sent, minus a
     safety margin for clock-rate drift between us and Redis: fail closed, never tick without a
-    confirmed lease (R5).
+    confirmed lease (two replicas must never both fire).
     """
 
     def __init__(

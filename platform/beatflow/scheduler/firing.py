@@ -10,13 +10,14 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 
 import redis
 
 from beatflow.errors import StaleLeaderError, StoreUnavailableError
 from beatflow.scheduler import keys
 from beatflow.scheduler.plan import Fire, ScheduleSpec, plan_fires
+from beatflow.times import parse_instant
 
 log = logging.getLogger(__name__)
 
@@ -254,5 +255,4 @@ class Dispatcher:
 
 
 def _parse(value: str) -> datetime:
-    parsed = datetime.fromisoformat(value)
-    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
+    return parse_instant(value)

@@ -1,7 +1,7 @@
 """Schedule sync: the scheduled DAGs of the dags folder become RedBeat-style entries in Redis with
 stable names (``beatflow:redbeat:dag:<dag_id>``). Every replica may compute the specs; only the
-lock holder writes, inside a MULTI that WATCHes the lock (a replica without the lock writes
-nothing, R7). Idempotent: an unchanged spec (same fingerprint) is not written again."""
+lock holder writes, inside a MULTI that WATCHes the lock (a replica without the lock never
+writes an entry). Idempotent: an unchanged spec (same fingerprint) is not written again."""
 
 from __future__ import annotations
 

@@ -9,7 +9,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from beatflow.errors import BeatflowError
+from beatflow.errors import BeatflowError, DeadLetterNotFoundError
 from beatflow.store.base import StoreBase, dead_letter_record
 from beatflow.store.dag_runs import check_conf
 from beatflow.store.engine import utcnow
@@ -94,7 +94,7 @@ class DeadLettersMixin(StoreBase):
                 .first()
             )
             if row is None:
-                raise BeatflowError(f"no dead letter {id}; see `beatflow dlq list`")
+                raise DeadLetterNotFoundError(id)
             letter = dead_letter_record(row)
             stamped = conn.execute(
                 sa.update(dead_letters)

@@ -10,6 +10,7 @@ from celery import Celery
 from kombu import Connection
 
 from beatflow.observability import broker
+from beatflow.queues import QueueLayout
 from beatflow.settings import Settings
 
 
@@ -29,7 +30,7 @@ def test_queue_length_sums_every_priority_list_of_the_queue(redis_url: str) -> N
     finally:
         app.close()
     client = redis.Redis.from_url(redis_url)
-    layout = broker.QueueLayout.from_settings(settings)
+    layout = QueueLayout.from_settings(settings)
     assert client.llen("default") == 1  # what a bare LLEN (celery-exporter, KEDA) would say
     assert layout.lists("default") == [
         "default",
@@ -51,7 +52,7 @@ def test_messages_delivered_but_not_acknowledged_count_as_in_flight_for_their_qu
     finally:
         app.close()
     client = redis.Redis.from_url(redis_url)
-    layout = broker.QueueLayout.from_settings(settings)
+    layout = QueueLayout.from_settings(settings)
     with Connection(redis_url) as conn:
         queue = conn.SimpleQueue("default")
         message = queue.get(timeout=5)  # delivered, not acked: reserved by a "worker"
