@@ -16,6 +16,7 @@ BeatflowError
 │   ├── StoreUnavailableError  the database cannot be reached (retry later)
 │   ├── SchemaOutOfDateError   the database is behind the code: run `beatflow db upgrade`
 │   └── ResultError            a task's return value is not JSON or is too large
+├── TaskRunFailedError       a task run failed for good without an exception of its own
 ├── SchedulerError           the beat cannot run with these settings
 │   └── StaleLeaderError       a deposed beat leader's write was refused
 └── DevStackError            `beatflow dev` cannot start its Redis or a child process
@@ -172,6 +173,11 @@ class ResultError(StoreError):
         self.size = size  # bytes of JSON; None when the value is not JSON at all
         self.limit = limit
         super().__init__(message)
+
+
+class TaskRunFailedError(BeatflowError):
+    """Raised (for Celery to record FAILURE) when a task run failed for good without an
+    exception of its own: its worker was lost too often, or ``.map()`` got no list."""
 
 
 class SchedulerError(BeatflowError):

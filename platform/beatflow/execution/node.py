@@ -29,8 +29,9 @@ from beatflow.errors import (
     InvalidIdError,
     ResultError,
     StoreUnavailableError,
+    TaskRunFailedError,
 )
-from beatflow.execution import events
+from beatflow.execution import canvas, events
 from beatflow.execution.context import TaskContext, make_logger
 from beatflow.execution.decide import Action, ClaimSeen, Situation, decide
 from beatflow.execution.options import store_retry_delay
@@ -138,17 +139,18 @@ def run_node(
         except (Retry, Ignore, Reject):
             raise  # Celery's own control flow: retry later, replaced by a canvas, stopped
         except Exception as exc:  # noqa: BLE001 - the canvas must never break (see module doc)
-            _record_broken(runtime, dag_id, task_id, run_id, index, exc)
+            if not canvas.is_continued(task):  # a final failure already recorded and continued
+                _record_broken(runtime, dag_id, task_id, run_id, index, exc)
             record_final_failure(task, exc)
 
 
 def record_final_failure(task: CeleryTask, exc: BaseException) -> None:
     """THE final-failure path of the adapter, the one place a task run that failed for good
     (already recorded ``failed`` in the store) is handed back to Celery: its canvas goes on (so
-    downstream trigger rules decide); the wrapper returns. Every final failure (the task's last
-    try, a result that cannot be stored, a worker lost too often, a broken DAG on this worker)
-    ends here."""
-    log.debug("task %s failed for good: %s", task.name, exc)
+    downstream trigger rules decide) and ``exc`` is raised, so Celery records FAILURE (see
+    ``execution/canvas.py``). Every final failure (the task's last try, a result that cannot be
+    stored, a worker lost too often, a broken DAG on this worker) ends here."""
+    canvas.fail_for_good(task, exc)
 
 
 def retry_later(task: CeleryTask, countdown: float, exc: BaseException | None = None) -> NoReturn:
@@ -404,7 +406,7 @@ class Attempt:
         )
         events.task_run_finished(self.dag.dag_id, self.spec.task_id, "failed")
         self.callback(self.spec.on_failure, error)
-        record_final_failure(self.task, exc or BeatflowError(error))
+        record_final_failure(self.task, exc or TaskRunFailedError(error))
 
     def callback(self, fn: Any, error: str) -> None:
         if fn is None:

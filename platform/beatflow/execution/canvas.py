@@ -1,0 +1,70 @@
+"""Continuing a canvas past a task that failed for good, so Celery can record the failure.
+
+Celery stops a chain at a task that raises and fails the chord it belongs to (the Redis backend
+turns a FAILURE part into a ChordError for the body). beatflow wants both: Celery (Flower,
+celery-exporter, the ``task_failure`` signal, Sentry) must see FAILURE, and the DAG must go on so
+trigger rules decide. So the node wrapper, on a final failure, first does by hand what Celery's
+tracer does after a success — apply the ``link`` callbacks, send the chain's next step, return
+this chord part as done — then detaches the request from the canvas (no chain, no callbacks, no
+chord) and raises the task's exception: Celery records FAILURE and has nothing left to fail.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from celery import Task as CeleryTask
+from celery import group, signature
+from celery import states as celery_states
+
+log = logging.getLogger(__name__)
+
+_CONTINUED = "beatflow_canvas_continued"
+
+
+def fail_for_good(task: CeleryTask, exc: BaseException) -> None:
+    """Continue ``task``'s canvas, then raise ``exc`` so Celery records FAILURE."""
+    continue_canvas(task)
+    raise exc
+
+
+def continue_canvas(task: CeleryTask) -> None:
+    """Send what would follow ``task`` had it succeeded (once per request), then detach it."""
+    request = task.request
+    if getattr(request, _CONTINUED, False):
+        return
+    app = task.app
+    parent = {"parent_id": request.id, "root_id": request.root_id or request.id}
+    for callback in _callback_signatures(request.callbacks, app):
+        callback.apply_async((None,), **parent)
+    chain = list(request.chain or ())
+    if chain:
+        # The chain is stored reversed: the next step is the last element.
+        step = signature(chain[-1], app=app)
+        step.apply_async((None,), chain=chain[:-1], **parent)
+    if request.chord:
+        # Count this part as done without an error, so the chord's body (the next DAG level)
+        # is sent when the other parts finish, instead of a ChordError.
+        task.backend.on_chord_part_return(request, celery_states.SUCCESS, None)
+    request.callbacks = None
+    request.chain = None
+    request.chord = None
+    setattr(request, _CONTINUED, True)
+
+
+def is_continued(task: CeleryTask) -> bool:
+    """Whether this request's canvas was already continued (its failure is Celery's now)."""
+    return bool(getattr(task.request, _CONTINUED, False))
+
+
+def _callback_signatures(callbacks: Any, app: Any) -> list[Any]:
+    if not callbacks:
+        return []
+    sigs = [signature(s, app=app) for s in callbacks]
+    plain = [s for s in sigs if not isinstance(s, group)]
+    groups = [s for s in sigs if isinstance(s, group)]
+    # As Celery's tracer does: several plain callbacks go out as one group (issue #1936).
+    if len(plain) > 1:
+        return [*groups, group(plain, app=app)]
+    return [*groups, *plain]
