@@ -1,19 +1,24 @@
-"""`beatflow runs list|show`: DAG run history from the results database (Flower forgets; the
-database keeps it)."""
+"""`beatflow runs list|show|cancel|clear|mark|audit`: DAG run history from the results database
+(Flower forgets; the database keeps it) and the operator's verbs, each recorded in the audit
+table with who ran it and why."""
 
 from __future__ import annotations
+
+import getpass
+from typing import Any
 
 import click
 
 from beatflow.cli.common import echo_json, runtime_or_exit
 from beatflow.records_json import dag_run_json, task_run_json
+from beatflow.states import DagRunState
 
-STATES = ["queued", "running", "success", "failed"]
+STATES = [str(s) for s in DagRunState]
 
 
 @click.group()
 def runs() -> None:
-    """DAG run history."""
+    """DAG run history, and the operator's verbs: cancel, clear, mark (audited)."""
 
 
 @runs.command("list")
@@ -60,3 +65,162 @@ def show(dag_id: str, run_id: str, as_json: bool) -> None:
         click.echo(f"  {label:<32} {t.state:<16} try {t.try_number:<3} {took:>9}")
         if t.error:
             click.echo(f"      error: {t.error}")
+
+
+def _default_actor() -> str:
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):
+        return "unknown"
+
+
+def _actor_option(fn: Any) -> Any:
+    return click.option(
+        "--actor",
+        default=_default_actor,
+        show_default="the OS user",
+        help="Who does this (recorded in the audit table).",
+    )(fn)
+
+
+def _reason_option(fn: Any) -> Any:
+    return click.option("--reason", default="", help="Why (recorded in the audit table).")(fn)
+
+
+def _json_option(fn: Any) -> Any:
+    return click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts.")(fn)
+
+
+def _report(run: Any, as_json: bool, verb: str) -> None:
+    if as_json:
+        echo_json(
+            {
+                **dag_run_json(run),
+                "failure_reason": run.failure_reason,
+                "resume_count": run.resume_count,
+            }
+        )
+        return
+    why = f" ({run.failure_reason})" if run.failure_reason else ""
+    click.echo(f"{verb} {run.dag_id} run {run.run_id}: now {run.state}{why}")
+
+
+@runs.command()
+@click.argument("dag_id")
+@click.argument("run_id")
+@click.option("--terminate", is_flag=True, help="Also kill the task runs still running.")
+@_reason_option
+@_actor_option
+@_json_option
+def cancel(
+    dag_id: str, run_id: str, terminate: bool, reason: str, actor: str, as_json: bool
+) -> None:
+    """Cancel a queued or running run: no further task of it starts, the messages of its
+    unfinished task runs are revoked (running ones killed with --terminate), its
+    max_active_runs slot goes to the next queued run."""
+    from beatflow.runs.operator import cancel_run
+
+    run = cancel_run(
+        runtime_or_exit(), dag_id, run_id, actor=actor, reason=reason, terminate=terminate
+    )
+    _report(run, as_json, "cancelled")
+
+
+@runs.command()
+@click.argument("dag_id")
+@click.argument("run_id")
+@click.option("--task", "tasks", multiple=True, help="A task to clear (repeatable); default all.")
+@click.option("--downstream", is_flag=True, help="Also clear the tasks downstream of them.")
+@click.option("--only-failed", is_flag=True, help="Only failed, upstream_failed, cancelled.")
+@_reason_option
+@_actor_option
+@_json_option
+def clear(
+    dag_id: str,
+    run_id: str,
+    tasks: tuple[str, ...],
+    downstream: bool,
+    only_failed: bool,
+    reason: str,
+    actor: str,
+    as_json: bool,
+) -> None:
+    """Run task runs of a run again, each as a new try (their side effects happen again, on
+    purpose); the run goes back to running and ends again."""
+    from beatflow.runs.operator import clear_run
+
+    run = clear_run(
+        runtime_or_exit(),
+        dag_id,
+        run_id,
+        tasks=tasks,
+        downstream=downstream,
+        only_failed=only_failed,
+        actor=actor,
+        reason=reason,
+    )
+    _report(run, as_json, "cleared")
+
+
+@runs.command()
+@click.argument("dag_id")
+@click.argument("run_id")
+@click.option("--state", required=True, type=click.Choice(["success", "failed"]))
+@click.option("--task", "task_id", help="Mark this task's task runs, not the run.")
+@_reason_option
+@_actor_option
+@_json_option
+def mark(
+    dag_id: str,
+    run_id: str,
+    state: str,
+    task_id: str | None,
+    reason: str,
+    actor: str,
+    as_json: bool,
+) -> None:
+    """Set a run's state (its unfinished task runs are cancelled), or one task's."""
+    from beatflow.runs.operator import mark_run
+
+    run = mark_run(
+        runtime_or_exit(),
+        dag_id,
+        run_id,
+        state=state,
+        task_id=task_id,
+        actor=actor,
+        reason=reason,
+    )
+    _report(run, as_json, "marked")
+
+
+@runs.command()
+@click.argument("dag_id", required=False)
+@click.argument("run_id", required=False)
+@click.option("--limit", type=click.IntRange(1, 10_000), default=50, show_default=True)
+@_json_option
+def audit(dag_id: str | None, run_id: str | None, limit: int, as_json: bool) -> None:
+    """Who did what to which run, when and why; newest first."""
+    records = runtime_or_exit().store.list_audit(dag_id, run_id, limit=limit)
+    if as_json:
+        echo_json(
+            [
+                {
+                    "id": a.id,
+                    "at": a.at.isoformat(),
+                    "actor": a.actor,
+                    "action": a.action,
+                    "dag_id": a.dag_id,
+                    "run_id": a.run_id,
+                    "detail": a.detail,
+                }
+                for a in records
+            ]
+        )
+        return
+    if not records:
+        click.echo("no audit records")
+    for a in records:
+        where = "/".join(x for x in (a.dag_id, a.run_id) if x)
+        reason = a.detail.get("reason") or ""
+        click.echo(f"{a.at:%Y-%m-%d %H:%M:%S}  {a.actor:<16} {a.action:<8} {where}  {reason}")
