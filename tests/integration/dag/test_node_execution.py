@@ -1,0 +1,111 @@
+"""The node wrapper on a real worker, its edge cases: a result that looks like a map expansion,
+a dedupe key shared across runs, an error text PostgreSQL refuses, a worker whose lease was taken
+over, and a message for a task this worker does not have (deploy skew)."""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+import sqlalchemy as sa
+
+from beatflow.runs import trigger_dag
+from beatflow.store.models import task_runs
+from tests import procs
+from tests.cluster import DAGS
+from tests.procs import wait_for
+
+pytestmark = pytest.mark.slow
+
+
+def test_a_result_that_looks_like_a_map_expansion_is_passed_on_as_it_is(cluster):
+    final, tasks = cluster.run("t_map_marker")
+    assert final.state == "success"
+    assert tasks["looks_like_a_map"].map_count is None
+    assert tasks["receives"].result == {"got": {"map_count": 3}}
+
+
+def test_a_dedupe_key_shared_across_runs_does_the_side_effect_once_and_both_runs_succeed(cluster):
+    conf = {"customer": "acme"}
+    first, tasks1 = cluster.run("t_customer", conf=conf)
+    assert first.state == "success", tasks1
+    second, tasks2 = cluster.run("t_customer", conf=conf)
+    assert second.state == "success", tasks2
+    assert cluster.count("charge-acme") == 1  # the side effect happened once, in run 1
+    charged = f"charged acme in {first.run_id}"
+    assert tasks2["charge"].state == "success" and tasks2["charge"].result == charged
+    assert tasks2["charge"].deduped_from == first.run_id
+    assert tasks2["receipt"].result == f"receipt: {charged}"  # downstream ran in run 2
+    other, _ = cluster.run("t_customer", conf={"customer": "globex"})
+    assert other.state == "success" and cluster.count("charge-globex") == 1
+
+
+def test_an_error_text_with_a_nul_byte_still_fails_the_task_run_and_ends_the_dag_run(cluster):
+    final, tasks = cluster.run("t_nul")
+    assert final.state == "failed"
+    assert tasks["nul_error"].state == "failed"
+    assert "bad byte \\x00 here" in (tasks["nul_error"].error or "")
+
+
+def test_a_worker_whose_lease_was_taken_over_stops_writes_nothing_and_continues_nothing(cluster):
+    record = trigger_dag(cluster.app, "t_stale", conf={"fail": True})
+    run_id = record.run_id
+    wait_for(lambda: cluster.count(f"held-start-{run_id}") == 1, message="the task to start")
+    key = f"t_stale/{run_id}/held"
+    # another worker takes the task run over (what a claim after an expired lease does)
+    with cluster.store._write("taking over") as conn:  # noqa: SLF001 - the takeover, by hand
+        taken = conn.execute(
+            sa.update(task_runs)
+            .where(task_runs.c.dedupe_key == key, task_runs.c.state == "running")
+            .values(lease_token="successor", worker="successor", try_number=2)
+        ).rowcount
+    assert taken == 1
+    (cluster.marks / f"release-{run_id}").write_text("")  # the stale worker's task now fails
+    wait_for(
+        lambda: f"task run {key}: this worker's lease was taken over; stopping" in cluster.log(),
+        message="the stale worker to stop",
+    )
+    row = cluster.store.get_task_run(key)
+    assert (row.state, row.worker, row.error) == ("running", "successor", None)  # untouched
+    assert [d for d in cluster.store.list_dead_letters("t_stale") if d.run_id == run_id] == []
+    assert "after_held" not in cluster.tasks("t_stale", run_id)  # the canvas did not go on
+    # the successor finishes; the run's downstream is its to run (here: by the test)
+    assert cluster.store.finish_task_run(key, "successor", state="success", result=1)
+
+
+def test_a_message_for_a_task_this_worker_does_not_have_fails_its_task_run(cluster, tmp_path):
+    rolled = tmp_path / "rolled-dags"
+    shutil.copytree(DAGS, rolled, ignore=shutil.ignore_patterns("__pycache__"))
+    # the rolled worker's version of t_effect has no task "downstream"
+    effects = rolled / "effects.py"
+    effects.write_text(
+        effects.read_text().replace(
+            'with DAG("t_effect", params={"sleep": 0.0}):\n    downstream(effect())',
+            'with DAG("t_effect", params={"sleep": 0.0}):\n    effect()',
+        )
+    )
+    old = cluster.workers[:]
+    env = {**cluster.env, "BEATFLOW_DAGS_FOLDER": str(rolled)}
+    rolled_worker = procs.celery_worker(cluster.tmp, env, queues=env["BEATFLOW_QUEUES"]).start()
+    cluster.workers.append(rolled_worker)
+    procs.wait_worker_ready(cluster.app, rolled_worker)
+    for w in old:
+        w.stop()
+        cluster.workers.remove(w)
+    try:
+        record = trigger_dag(cluster.app, "t_effect")
+        wait_for(
+            lambda: (
+                (t := cluster.tasks("t_effect", record.run_id).get("downstream")) is not None
+                and t.state == "failed"
+            ),
+            timeout=60,
+            message="the unknown task's run to be failed",
+        )
+        down = cluster.tasks("t_effect", record.run_id)["downstream"]
+        assert "not registered on this worker" in (down.error or "")
+        assert "deploy skew" in (down.error or "")
+    finally:
+        rolled_worker.stop()
+        cluster.workers.remove(rolled_worker)
+        cluster.start_worker()
