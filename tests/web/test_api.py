@@ -383,3 +383,58 @@ def test_dags_trigger_goes_through_the_api_with_only_a_token(
     assert "API 400" in bad.stderr and 'unknown key "rowz"' in bad.stderr
     wrong = _cli(web, tmp_path, TOKEN + "x", "web_etl")
     assert wrong.returncode == 1 and "API 401" in wrong.stderr
+
+
+# ---------------------------------------------------------------------- the operator's verbs
+
+
+def test_a_running_run_is_cancelled_once_and_audited(web: WebServer) -> None:
+    with web.client() as c:
+        run = trigger(c, "web_slow", conf={"seconds": 60.0})
+        base = f"/api/v1/dags/web_slow/runs/{run['run_id']}"
+
+        def started() -> bool:
+            return c.get(f"{base}/status").json()["tasks"].get("slow") == "running"
+
+        wait_for(started, 30, 0.1, "the slow task to start")
+        r = c.post(f"{base}/cancel", json={"reason": "too slow", "terminate": True})
+        assert r.status_code == 200, r.text
+        assert r.json()["state"] == "cancelled"
+        assert c.get(f"{base}/status").json()["tasks"]["slow"] == "cancelled"
+        again = c.post(f"{base}/cancel", json={})
+        assert again.status_code == 409 and "already ended" in again.json()["error"]
+        assert c.post(f"{base}/cancel", json={"terminate": "yes"}).status_code == 400
+        audit = c.get("/api/v1/audit", params={"run_id": run["run_id"]}).json()["audit"]
+        assert audit[0]["action"] == "cancel" and audit[0]["actor"] == "token:ci"
+        assert audit[0]["detail"]["reason"] == "too slow"
+
+
+def test_clearing_a_failed_task_runs_it_again_as_a_new_try(web: WebServer) -> None:
+    with web.client() as c:
+        run = trigger(c, "web_etl", conf={"fail_first": True})
+        assert web.wait_run("web_etl", run["run_id"])["state"] == "failed"
+        base = f"/api/v1/dags/web_etl/runs/{run['run_id']}"
+        bad = c.post(f"{base}/clear", json={"tasks": ["publsh"]})
+        assert bad.status_code == 400 and "publsh" in bad.json()["error"]
+        assert c.post(f"{base}/clear", json={"tasks": "publish"}).status_code == 400
+        r = c.post(f"{base}/clear", json={"tasks": ["publish"], "only_failed": True})
+        assert r.status_code == 200, r.text
+        assert web.wait_run("web_etl", run["run_id"])["state"] == "success"
+        task = c.get(f"{base}/tasks/publish").json()
+        assert task["state"] == "success" and task["try_number"] == 2
+        tries = c.get(f"{base}/tasks/publish/tries").json()["tries"]
+        assert [(t["try_number"], t["state"]) for t in tries] == [(1, "failed"), (2, "success")]
+
+
+def test_marking_a_run_sets_its_state_and_refuses_nonsense(web: WebServer) -> None:
+    with web.client() as c:
+        run = trigger(c, "web_etl", conf={"fail_first": True})
+        assert web.wait_run("web_etl", run["run_id"])["state"] == "failed"
+        base = f"/api/v1/dags/web_etl/runs/{run['run_id']}"
+        assert c.post(f"{base}/mark", json={"state": "running"}).status_code == 400
+        assert c.post(f"{base}/mark", json={}).status_code == 400
+        r = c.post(f"{base}/mark", json={"state": "success", "reason": "checked by hand"})
+        assert r.status_code == 200 and r.json()["state"] == "success"
+        assert c.post(f"{base}/mark", json={"state": "success"}).status_code == 409
+        missing = c.post("/api/v1/dags/web_etl/runs/no-such-run/mark", json={"state": "failed"})
+        assert missing.status_code == 404

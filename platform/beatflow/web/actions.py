@@ -11,9 +11,12 @@ from typing import Any
 
 from beatflow.errors import (
     BeatflowError,
+    BrokerUnavailableError,
     ConfError,
     DagNotFoundError,
+    RunNotFoundError,
     StoreUnavailableError,
+    UnknownTaskError,
 )
 from beatflow.runtime import Runtime
 from beatflow.store import DagRunRecord
@@ -32,8 +35,12 @@ def api_errors() -> Iterator[None]:
         yield
     except ApiError:
         raise
-    except DagNotFoundError as exc:
+    except (DagNotFoundError, RunNotFoundError) as exc:
         raise ApiError(404, str(exc)) from exc
+    except UnknownTaskError as exc:
+        raise ApiError(400, str(exc)) from exc
+    except BrokerUnavailableError as exc:
+        raise ApiError(503, str(exc)) from exc
     except ConfError as exc:
         raise ApiError(400, str(exc), problems=exc.problems) from exc
     except StoreUnavailableError as exc:
