@@ -71,6 +71,9 @@ class Settings:
     flower_user: str = "admin"
     flower_password: str = ""
     flower_port: int = 5555
+    flower_max_tasks: int = 10_000  # tasks Flower keeps in memory (its --max_tasks)
+    flower_max_workers: int = 500  # workers Flower keeps in memory (its --max_workers)
+    flower_purge_offline_workers: int = 600  # seconds; Flower forgets offline workers; 0: never
     metrics_port: int = 9808
     web_port: int = 8080
     web_user: str = "admin"
@@ -281,7 +284,9 @@ class Settings:
 
 PUBLISH_RETRY = {"max_retries": 3, "interval_start": 0, "interval_step": 0.5, "interval_max": 1}
 # secrets that may also come from a file named by <VAR>_FILE (Docker/Kubernetes secrets)
-FILE_SETTINGS = frozenset({"web_password", "web_tokens", "web_secret_key", "api_token"})
+FILE_SETTINGS = frozenset(
+    {"web_password", "web_tokens", "web_secret_key", "api_token", "flower_password"}
+)
 
 
 def _read_secret_file(path: str) -> str:
@@ -438,6 +443,9 @@ _PARSERS: dict[str, Callable[[str], Any]] = {
     "schedule_sync_interval": _float(0.5),
     "catchup_window": _int(0),
     "flower_port": _int(1, 65535),
+    "flower_max_tasks": _int(100),
+    "flower_max_workers": _int(1),
+    "flower_purge_offline_workers": _int(0),
     "metrics_port": _int(1, 65535),
     "web_port": _int(1, 65535),
     "web_tokens": _tokens,

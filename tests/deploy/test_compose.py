@@ -26,8 +26,10 @@ SECRETS = {
     "POSTGRES_PASSWORD": "p" * 24,
     "BEATFLOW_FLOWER_PASSWORD": "f" * 24,
     "GRAFANA_ADMIN_PASSWORD": "g" * 24,
+    "BEATFLOW_WEB_PASSWORD": "w" * 24,
+    "BEATFLOW_WEB_SECRET_KEY": "k" * 32,
 }
-BEATFLOW_SERVICES = ("migrate", "worker", "beat-1", "beat-2", "flower", "exporter")
+BEATFLOW_SERVICES = ("migrate", "worker", "beat-1", "beat-2", "flower", "web", "exporter")
 
 
 def _in_ci() -> bool:
@@ -184,12 +186,26 @@ def test_two_beats_and_a_worker_that_scales(compose: dict[str, Any]) -> None:
     assert worker["environment"]["REMAP_SIGTERM"] == "SIGQUIT"
 
 
-def test_flower_always_asks_for_a_password(compose: dict[str, Any]) -> None:
+def test_flower_always_asks_for_a_password_given_in_the_environment(
+    compose: dict[str, Any],
+) -> None:
     flower = compose["services"]["flower"]
+    # beatflow turns BEATFLOW_FLOWER_USER/PASSWORD into Flower's basic auth: nothing in argv.
+    assert flower["command"][:4] == ["celery", "-A", "beatflow", "flower"]
     command = " ".join(flower["command"])
-    assert '--basic-auth="$$BEATFLOW_FLOWER_USER:$$BEATFLOW_FLOWER_PASSWORD"' in command
+    assert "PASSWORD" not in command and "auth" not in command
     assert ":?" in flower["environment"]["BEATFLOW_FLOWER_PASSWORD"]
     assert all(p.startswith("127.0.0.1:") for p in flower["ports"])
+
+
+def test_the_web_ui_asks_for_a_password_and_a_fixed_session_key(compose: dict[str, Any]) -> None:
+    web = compose["services"]["web"]
+    assert web["command"] == ["beatflow", "web", "--port", "8080"]
+    for name in ("BEATFLOW_WEB_PASSWORD", "BEATFLOW_WEB_SECRET_KEY"):
+        assert ":?" in web["environment"][name]
+    assert "PASSWORD" not in " ".join(web["command"])
+    assert all(p.startswith("127.0.0.1:") for p in web["ports"])
+    assert "/healthz" in " ".join(web["healthcheck"]["test"])
 
 
 def test_prometheus_loads_the_one_alert_rules_file(compose: dict[str, Any]) -> None:
