@@ -1,0 +1,202 @@
+"""The web package's parts without services: sessions and tokens, id rules, schedules in words,
+the SVG graph, the task log capture (cap, failures swallowed) and the web settings."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Sequence
+from datetime import timedelta
+from pathlib import Path
+from zoneinfo import ZoneInfo
+
+import pytest
+
+from beatflow import DAG, task
+from beatflow.dag.schedule import Schedule
+from beatflow.errors import SettingsError
+from beatflow.execution.log_capture import TaskLogCapture
+from beatflow.logs import correlation
+from beatflow.settings import Settings
+from beatflow.store.task_logs import TaskLogBatch
+from beatflow.web.auth import Auth
+from beatflow.web.graph import render_svg
+from beatflow.web.limits import ApiError, check_id
+from beatflow.web.schedule_words import schedule_words
+from tests.procs import wait_for
+
+SETTINGS = Settings(web_password="pw", web_tokens="ci:0123456789abcdef", web_secret_key="k")
+
+
+def test_a_session_cookie_round_trips_and_any_tampering_is_refused() -> None:
+    auth = Auth(SETTINGS)
+    cookie = auth.new_session("admin")
+    who = auth.read_session(cookie)
+    assert who is not None and who.actor == "user:admin" and who.csrf
+    body, mac = cookie.split(".")
+    assert auth.read_session(body + "." + mac[:-2] + "AA") is None
+    assert auth.read_session(body[:-2] + "xx." + mac) is None
+    assert auth.read_session("not-a-cookie") is None
+    assert Auth(SETTINGS.replace(web_secret_key="other")).read_session(cookie) is None
+    assert Auth(Settings(web_password="pw")).read_session(cookie) is None  # random key
+
+
+def test_an_expired_session_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    auth = Auth(SETTINGS)
+    cookie = auth.new_session("admin")
+    monkeypatch.setattr(time, "time", lambda: 10**12)
+    assert auth.read_session(cookie) is None
+
+
+def test_passwords_and_tokens_are_checked_exactly() -> None:
+    auth = Auth(SETTINGS)
+    assert auth.check_password("admin", "pw")
+    assert not auth.check_password("admin", "pw ")
+    assert not auth.check_password("root", "pw")
+    assert auth.check_token("0123456789abcdef") == "ci"
+    assert auth.check_token("0123456789abcde") is None
+
+
+@pytest.mark.parametrize(
+    "value",
+    ["manual__2026-11-30T10:00:00.123456+00:00", "etl", "a.b-c_d", "scheduled__x@y~z"],
+)
+def test_ids_of_the_safe_charset_pass(value: str) -> None:
+    assert check_id(value, "run id") == value
+
+
+@pytest.mark.parametrize(
+    "value", ["", "..", "../etc", "a/b", "a\\b", "a\x00b", " a", "a b", ".hidden", "x" * 251]
+)
+def test_ids_with_path_tricks_or_odd_characters_are_refused(value: str) -> None:
+    with pytest.raises(ApiError) as err:
+        check_id(value, "run id")
+    assert err.value.status == 400 and "invalid run id" in err.value.message
+
+
+@pytest.mark.parametrize(
+    ("schedule", "words"),
+    [
+        (None, "manual only"),
+        (Schedule.parse("*/5 * * * *", ZoneInfo("UTC")), "every 5 minutes"),
+        (Schedule.parse("@hourly", ZoneInfo("UTC")), "every hour at minute 0"),
+        (
+            Schedule.parse("30 2 * * *", ZoneInfo("Europe/Paris")),
+            "every day at 02:30 (Europe/Paris)",
+        ),
+        (Schedule.parse("0 9 * * 1-5", ZoneInfo("UTC")), "every weekday at 09:00"),
+        (Schedule.parse("@weekly", ZoneInfo("UTC")), "every Sunday at 00:00"),
+        (Schedule.parse("0 0 1 * *", ZoneInfo("UTC")), "on day 1 of every month at 00:00"),
+        (Schedule.parse("5,35 */2 * * *", ZoneInfo("UTC")), "cron 5,35 */2 * * *"),
+        (Schedule.parse(timedelta(minutes=15), ZoneInfo("UTC")), "every 15 minutes"),
+        (Schedule.parse(timedelta(days=1), ZoneInfo("UTC")), "every day"),
+    ],
+)
+def test_schedules_read_in_words(schedule: Schedule | None, words: str) -> None:
+    assert schedule_words(schedule) == words
+
+
+def test_the_graph_has_a_box_per_task_an_edge_per_dependency_and_the_states() -> None:
+    @task
+    def a() -> int:
+        return 1
+
+    @task
+    def b(x: int) -> int:
+        return x
+
+    with DAG("g") as dag:
+        first = a()
+        b(first) >> b.override(task_id="c")(first)
+    svg = render_svg(dag.model, {"a": "success", "b": "failed"}, {"a": "/t/a"})
+    assert svg.count('<g class="node') == 3
+    assert svg.count('class="edge"') == 3
+    assert 'class="node state-success" data-task="a"' in svg
+    assert 'class="node state-none" data-task="c"' in svg
+    assert '<a href="/t/a">' in svg
+    assert 'stroke-dasharray="4 3"' in svg  # the order-only edge b >> c
+
+
+class Sink:
+    def __init__(self, fail: bool = False) -> None:
+        self.batches: list[TaskLogBatch] = []
+        self.fail = fail
+
+    def __call__(self, batches: Sequence[TaskLogBatch]) -> None:
+        if self.fail:
+            raise RuntimeError("database down")
+        self.batches.extend(batches)
+
+
+def _logger(handler: logging.Handler) -> logging.Logger:
+    logger = logging.getLogger(f"capture-test-{id(handler)}")
+    logger.propagate = False
+    logger.setLevel(logging.DEBUG)
+    logger.addHandler(handler)
+    return logger
+
+
+IDS = {"dag_id": "d", "run_id": "r", "task_id": "t", "map_index": -1, "dedupe_key": "d/r/t"}
+
+
+def test_lines_inside_a_try_are_kept_per_try_and_capped_with_one_marker() -> None:
+    sink = Sink()
+    handler = TaskLogCapture(sink, max_bytes=600, flush_seconds=0.05)
+    log = _logger(handler)
+    log.info("outside any task run: not kept")
+    with correlation(**IDS, try_number=1):
+        log.info("first try %d", 1)
+        try:
+            raise ValueError("boom")
+        except ValueError:
+            log.exception("it failed")
+    with correlation(**IDS, try_number=2):
+        for i in range(50):
+            log.warning("line %d %s", i, "x" * 20)
+    wait_for(lambda: sum(len(b.lines) for b in sink.batches) >= 5, 10, 0.05, "lines written")
+    handler.close()
+    by_try: dict[int, list[dict[str, str]]] = {}
+    for b in sink.batches:
+        by_try.setdefault(b.try_number, []).extend(b.lines)
+    assert [line["message"] for line in by_try[1]] == ["first try 1", "it failed"]
+    assert "ValueError: boom" in by_try[1][1]["exc_info"]
+    assert 2 < len(by_try[2]) < 50
+    assert "truncated at 600 bytes" in by_try[2][-1]["message"]
+    assert sum("truncated" in line["message"] for line in by_try[2]) == 1
+
+
+def test_a_failing_log_store_never_reaches_the_task() -> None:
+    handler = TaskLogCapture(Sink(fail=True), max_bytes=10_000, flush_seconds=0.05)
+    log = _logger(handler)
+    with correlation(**IDS, try_number=1):
+        log.error("still fine")
+        handler.flush_soon()
+    wait_for(lambda: handler.dropped == 1, 10, 0.05, "the failed write to be counted")
+    handler.close()
+
+
+def test_web_secrets_come_from_files_and_every_mistake_is_reported(tmp_path: Path) -> None:
+    secret = tmp_path / "pw"
+    secret.write_text("s3cret\n")
+    tokens = tmp_path / "tokens"
+    tokens.write_text("ci:0123456789abcdef,deploy:fedcba9876543210")
+    s = Settings.from_env(
+        {"BEATFLOW_WEB_PASSWORD_FILE": str(secret), "BEATFLOW_WEB_TOKENS_FILE": str(tokens)}
+    )
+    assert s.web_password == "s3cret" and s.extra == {}
+    assert "s3cret" not in repr(s) and "0123456789abcdef" not in repr(s)
+    with pytest.raises(SettingsError) as err:
+        Settings.from_env(
+            {
+                "BEATFLOW_WEB_PASSWORD": "x",
+                "BEATFLOW_WEB_PASSWORD_FILE": str(secret),
+                "BEATFLOW_WEB_SECRET_KEY_FILE": str(tmp_path / "missing"),
+                "BEATFLOW_WEB_TOKENS": "ci:short",
+                "BEATFLOW_API_URL": "ftp://x",
+            }
+        )
+    text = str(err.value)
+    assert len(err.value.problems) == 4, text
+    assert "both set" in text and "cannot read the secret file" in text
+    assert "tokens of at least 16 characters" in text and "http://" in text
+    assert "short" not in text  # the bad token itself is masked
