@@ -112,9 +112,10 @@ class RunControlMixin(StoreBase):
                 sa.update(task_runs)
                 .where(_of_run(dag_id, run_id), t.task_id == task_id)
                 .values(**values)
-            ).rowcount
+                .returning(t.id)
+            ).all()
             if updated:
-                return int(updated)
+                return len(updated)
             insert = (
                 self._insert(task_runs)
                 .values(
@@ -127,8 +128,9 @@ class RunControlMixin(StoreBase):
                     **values,
                 )
                 .on_conflict_do_nothing(index_elements=["dedupe_key"])
+                .returning(t.id)
             )
-            return int(conn.execute(insert).rowcount)
+            return len(conn.execute(insert).all())
 
     # ------------------------------------------------------------------ audit
 
