@@ -10,7 +10,7 @@ PYTHON ?= $(shell for p in python3.13 python3.12 python3.11 python3; do \
 	command -v $$p >/dev/null 2>&1 && $$p -c 'import sys; sys.exit(sys.version_info < (3, 11))' \
 	2>/dev/null && { command -v $$p; break; }; done)
 PYTEST_ARGS ?=
-SRC := platform tests dags bench
+SRC := platform tests dags bench deploy
 
 .PHONY: help install deps-system test lint typecheck demo bench sync-rules image clean
 

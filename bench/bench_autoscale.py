@@ -137,20 +137,7 @@ def simulate(p: Params, trace: Iterable[Task], horizon: int = 7200) -> Result:
         while arrivals and arrivals[0].arrival <= t:
             queue.append(arrivals.popleft())
         for pod in pods:
-            done = [r for r in pod.running if r[0] <= t]
-            finished += len(done)
-            pod.running = [r for r in pod.running if r[0] > t]
-            if t < pod.ready_at:
-                continue
-            while len(pod.running) < p.concurrency and (
-                pod.reserved or (queue and not pod.terminating)
-            ):
-                task = pod.reserved.popleft() if pod.reserved else queue.popleft()
-                waits.append(t - task.arrival)
-                pod.running.append((t + task.duration, task))
-            if not pod.terminating:
-                while len(pod.reserved) < p.prefetch and queue:
-                    pod.reserved.append(queue.popleft())
+            finished += _work(p, pod, queue, t, waits)
         pods = [pod for pod in pods if not (pod.terminating and not pod.running)]
         active = [pod for pod in pods if not pod.terminating]
         replica_seconds += len(pods)
@@ -165,25 +152,10 @@ def simulate(p: Params, trace: Iterable[Task], horizon: int = 7200) -> Result:
             recommendations.append((t, desired))
             while recommendations and recommendations[0][0] < t - p.scale_down_window:
                 recommendations.popleft()
-            current = len(active)
-            if desired > current:
-                step = max(math.ceil(current * p.scale_up_percent / 100), p.scale_up_pods)
-                for _ in range(min(desired, current + step) - current):
-                    pods.append(Pod(created=t, ready_at=t + p.pod_start_delay))
-            else:
-                stable = max(d for _, d in recommendations)
-                if stable < current and t - last_down >= 60:
-                    allowed = max(
-                        p.scale_down_pods, math.ceil(current * p.scale_down_percent / 100)
-                    )
-                    victims = sorted(active, key=lambda x: x.created)[
-                        -min(allowed, current - stable) :
-                    ]
-                    for pod in victims:
-                        pod.terminating = True
-                        queue.extendleft(reversed(pod.reserved))
-                        pod.reserved.clear()
-                    last_down = t
+            if desired > len(active):
+                _scale_up(p, pods, len(active), desired, t)
+            elif _scale_down(p, active, queue, max(d for _, d in recommendations), t - last_down):
+                last_down = t
         replicas = len([pod for pod in pods if not pod.terminating])
         peak = max(peak, replicas)
         timeline.append((t, replicas, len(queue), running))
@@ -194,6 +166,42 @@ def simulate(p: Params, trace: Iterable[Task], horizon: int = 7200) -> Result:
         if replicas > p.min_replicas or finished < total:
             settled_at = t + 1
     return Result(p, timeline, peak, drained_at, done_at, settled_at, waits, replica_seconds)
+
+
+def _work(p: Params, pod: Pod, queue: deque[Task], t: int, waits: list[int]) -> int:
+    """One second of one pod: finish, start and prefetch tasks; returns how many finished."""
+    finished = len([r for r in pod.running if r[0] <= t])
+    pod.running = [r for r in pod.running if r[0] > t]
+    if t < pod.ready_at:
+        return finished
+    while len(pod.running) < p.concurrency and (pod.reserved or (queue and not pod.terminating)):
+        task = pod.reserved.popleft() if pod.reserved else queue.popleft()
+        waits.append(t - task.arrival)
+        pod.running.append((t + task.duration, task))
+    if not pod.terminating:
+        while len(pod.reserved) < p.prefetch and queue:
+            pod.reserved.append(queue.popleft())
+    return finished
+
+
+def _scale_up(p: Params, pods: list[Pod], current: int, desired: int, t: int) -> None:
+    step = max(math.ceil(current * p.scale_up_percent / 100), p.scale_up_pods)
+    for _ in range(min(desired, current + step) - current):
+        pods.append(Pod(created=t, ready_at=t + p.pod_start_delay))
+
+
+def _scale_down(p: Params, active: list[Pod], queue: deque[Task], stable: int, since: int) -> bool:
+    """Terminate the newest pods down to the stabilised recommendation (at most one step a
+    minute); their prefetched tasks go back to the queue. True when pods were terminated."""
+    current = len(active)
+    if not (stable < current and since >= 60):
+        return False
+    allowed = max(p.scale_down_pods, math.ceil(current * p.scale_down_percent / 100))
+    for pod in sorted(active, key=lambda x: x.created)[-min(allowed, current - stable) :]:
+        pod.terminating = True
+        queue.extendleft(reversed(pod.reserved))
+        pod.reserved.clear()
+    return True
 
 
 def _desired(p: Params, current: int, metric: float, running: int) -> int:

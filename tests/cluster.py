@@ -12,8 +12,8 @@ from pathlib import Path
 from celery import Celery
 
 from beatflow.app import create_app
-from beatflow.runtime import runtime_of
 from beatflow.runs import follow_run, trigger_dag
+from beatflow.runtime import runtime_of
 from beatflow.settings import Settings
 from beatflow.store import DagRunRecord, Store, TaskRunRecord
 from tests import procs

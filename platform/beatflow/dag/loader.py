@@ -127,7 +127,7 @@ def _load_module(folder: Path, path: Path) -> list[DAG | LoadError]:
         sys.modules[name] = module
         try:
             spec.loader.exec_module(module)
-        except BaseException as exc:  # noqa: BLE001 - isolation: nothing a module does stops the load
+        except BaseException as exc:  # isolation: nothing a module does stops the load
             sys.modules.pop(name, None)
             if isinstance(exc, KeyboardInterrupt):
                 raise

@@ -43,7 +43,7 @@ def _send(event_type: str, **fields: Any) -> None:
         return
     try:
         _get_dispatcher(task).send(event_type, uuid=task.request.id, **fields)
-    except Exception:  # noqa: BLE001 - metrics must never fail a task
+    except Exception:  # metrics must never fail a task
         global _dispatcher
         _dispatcher = None  # reconnect next time
         log.debug("could not send %s event", event_type, exc_info=True)

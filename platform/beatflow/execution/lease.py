@@ -49,5 +49,5 @@ class LeaseKeeper:
                             extra={"dedupe_key": key},
                         )
                         self.release(key)
-                except Exception:  # noqa: BLE001 - a DB blip must not kill the renewer
+                except Exception:  # a DB blip must not kill the renewer
                     log.warning("could not renew lease on %s; will retry", key, exc_info=True)

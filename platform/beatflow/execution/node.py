@@ -418,7 +418,7 @@ class Attempt:
                 task_id=self.spec.task_id,
                 error=error,
             )
-        except Exception:  # noqa: BLE001 - a user's callback must not change the outcome
+        except Exception:  # a user's callback must not change the outcome
             log.exception("callback %r raised", fn)
 
 

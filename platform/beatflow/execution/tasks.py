@@ -44,7 +44,7 @@ def install(app: Celery, runtime: Runtime, *, load_dags: bool = True) -> None:
         try:
             args, kwargs, _embed = message.decode() if message is not None else ((), {}, {})
             skew.fail_unknown_task(runtime, name, args, kwargs)
-        except Exception:  # noqa: BLE001 - never break the consumer over a bad message
+        except Exception:  # never break the consumer over a bad message
             log.exception("could not record the unknown task %s as failed", name)
 
     @signals.worker_process_init.connect(weak=False)  # type: ignore[untyped-decorator]

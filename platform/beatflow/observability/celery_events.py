@@ -266,5 +266,5 @@ class EventFollower:
     def _on_event(self, event: Mapping[str, Any]) -> None:
         try:
             self.handler.handle(event)
-        except Exception:  # noqa: BLE001 - one malformed event must not stop the stream
+        except Exception:  # one malformed event must not stop the stream
             log.exception("could not handle event %r", event.get("type"))

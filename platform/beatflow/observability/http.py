@@ -23,7 +23,7 @@ def make_server(
     """An HTTP server (not started) answering /metrics and /healthz."""
 
     class Handler(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:  # noqa: N802 - the http.server API
+        def do_GET(self) -> None:  # the http.server API
             path = self.path.split("?", 1)[0]
             if path == "/metrics":
                 self._send(200, CONTENT_TYPE_LATEST, render())
@@ -41,7 +41,7 @@ def make_server(
             self.end_headers()
             self.wfile.write(body)
 
-        def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
+        def log_message(self, format: str, *args: Any) -> None:
             log.debug("http: " + format, *args)
 
     server = ThreadingHTTPServer((host, port), Handler)

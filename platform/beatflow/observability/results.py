@@ -154,7 +154,7 @@ class ResultsPoller:
                 deadline=miss.deadline,
                 state=miss.state,
             )
-        except Exception:  # noqa: BLE001 - a user's callback must not stop the exporter
+        except Exception:  # a user's callback must not stop the exporter
             log.exception(
                 "on_sla_miss callback of DAG %s raised",
                 miss.dag_id,

@@ -129,7 +129,7 @@ def fire_batch(task: CeleryTask, fires: list[list[str]], leader_epoch: int) -> i
             log.warning("fire of DAG %s refused: %s", dag_id, exc, extra={"dag_id": dag_id})
         except StoreUnavailableError:
             unknown += mine  # retried below like an unknown DAG; fires are idempotent
-        except Exception:  # noqa: BLE001 - one DAG's failure must not cost the others
+        except Exception:  # one DAG's failure must not cost the others
             log.exception(
                 "dispatching the scheduled runs of DAG %s failed; they wait queued for the "
                 "reconciler",

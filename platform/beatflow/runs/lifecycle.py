@@ -156,7 +156,7 @@ def send_run(runtime: Runtime, dag_id: str, run_id: str) -> None:
     dag = runtime.dag(dag_id)
     try:
         canvas = compile_run(runtime.app, dag, run_id)
-    except Exception as exc:  # noqa: BLE001 - a DAG changed under a run must end it, not hang it
+    except Exception as exc:  # a DAG changed under a run must end it, not hang it
         reason = f"could not compile the run's canvas: {type(exc).__name__}: {exc}"
         log.exception("DAG run %s/%s %s", dag_id, run_id, reason)
         runtime.store.transition_dag_run(
@@ -217,7 +217,7 @@ def close_run(runtime: Runtime, dag_id: str, run_id: str) -> str:
     if record.state == "failed" and dag.on_failure is not None:
         try:
             dag.on_failure(dag_id=dag_id, run_id=run_id, state=record.state)
-        except Exception:  # noqa: BLE001 - a user's callback must not change the outcome
+        except Exception:  # a user's callback must not change the outcome
             log.exception("on_failure callback of DAG %s raised", dag_id)
     dispatch_quietly(runtime, dag_id)
     return record.state

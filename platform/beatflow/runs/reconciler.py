@@ -186,7 +186,7 @@ def _emit(app: Celery, action: str, dag_id: str) -> None:
             dispatcher = app.events.Dispatcher(conn, enabled=True, buffer_while_offline=False)
             dispatcher.send(EVENT, action=action, dag_id=dag_id)
             dispatcher.close()
-    except Exception:  # noqa: BLE001 - metrics must never stop the reconciler
+    except Exception:  # metrics must never stop the reconciler
         log.debug("could not send the %s event", EVENT, exc_info=True)
 
 
@@ -259,7 +259,7 @@ class Reconciler:
         while not self._stop.wait(self.interval):
             try:
                 self.tick()
-            except Exception:  # noqa: BLE001 - the thread must outlive any one bad pass
+            except Exception:  # the thread must outlive any one bad pass
                 log.exception("reconciler pass crashed; next pass in %.1fs", self.interval)
 
 

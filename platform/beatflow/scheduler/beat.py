@@ -116,7 +116,7 @@ class BeatflowScheduler(RedBeatScheduler):  # type: ignore[misc]
         """One loop of Celery's beat service; returns seconds to sleep. Never raises."""
         try:
             return self._tick()
-        except Exception:  # noqa: BLE001 - an exception here would end the beat process
+        except Exception:  # an exception here would end the beat process
             log.exception("beat %s: tick failed; trying again", self.instance)
             return self.loop_interval
 

@@ -184,7 +184,7 @@ class LeaderElection:
                 )
             if self._leader and time.monotonic() >= self._valid_until:
                 self._step_down("the lease ran out while Redis was unreachable")
-        except Exception:  # noqa: BLE001 - the election thread must outlive any surprise
+        except Exception:  # the election thread must outlive any surprise
             log.exception("beat %s: unexpected error in the election loop", self.instance)
 
     def _confirm(self, sent: float) -> None:

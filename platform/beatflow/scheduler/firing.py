@@ -191,7 +191,7 @@ class Dispatcher:
                 retry_at = (now + timedelta(seconds=1)).timestamp()
                 self._keep(dag_id, last, updates, str(retry_at))
                 break
-            except Exception:  # noqa: BLE001 - one DAG's bad fire never holds the others
+            except Exception:  # one DAG's bad fire never holds the others
                 log.exception(
                     "beat: firing DAG %s failed after tick %s; retrying in %ds",
                     dag_id,

@@ -53,7 +53,7 @@ def test_a_worker_whose_lease_was_taken_over_stops_writes_nothing_and_continues_
     wait_for(lambda: cluster.count(f"held-start-{run_id}") == 1, message="the task to start")
     key = f"t_stale/{run_id}/held"
     # another worker takes the task run over (what a claim after an expired lease does)
-    with cluster.store._write("taking over") as conn:  # noqa: SLF001 - the takeover, by hand
+    with cluster.store._write("taking over") as conn:  # the takeover, by hand
         taken = conn.execute(
             sa.update(task_runs)
             .where(task_runs.c.dedupe_key == key, task_runs.c.state == "running")

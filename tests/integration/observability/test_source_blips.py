@@ -68,7 +68,7 @@ def test_the_exporter_survives_redis_and_database_outages_and_reports_them(
         wait_up("database", 1)
 
         assert exporter.popen is not None and exporter.popen.poll() is None
-        with urllib.request.urlopen(base + "/metrics", timeout=5) as response:  # noqa: S310
+        with urllib.request.urlopen(base + "/metrics", timeout=5) as response:
             assert response.status == 200
     finally:
         exporter.stop()

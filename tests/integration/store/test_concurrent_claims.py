@@ -82,7 +82,7 @@ def _expire(store: Store, key: str) -> None:
 
     from beatflow.store.models import task_runs
 
-    with store._write("ageing a lease") as conn:  # noqa: SLF001 - test setup
+    with store._write("ageing a lease") as conn:  # test setup
         conn.execute(
             sa.update(task_runs)
             .where(task_runs.c.dedupe_key == key)
