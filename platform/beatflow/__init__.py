@@ -10,7 +10,16 @@ from beatflow.settings import Settings
 
 __version__ = "0.1.0"
 
-__all__ = ["DAG", "BeatflowError", "Param", "Settings", "__version__", "context", "task"]
+__all__ = [
+    "DAG",
+    "BeatflowError",
+    "Idempotent",
+    "Param",
+    "Settings",
+    "__version__",
+    "context",
+    "task",
+]
 
 
 def __getattr__(name: str) -> Any:
@@ -24,4 +33,8 @@ def __getattr__(name: str) -> Any:
         from beatflow.dag import authoring
 
         return getattr(authoring, name)
+    if name == "Idempotent":  # base class for plain Celery tasks with a durable dedupe key
+        from beatflow.plain import Idempotent
+
+        return Idempotent
     raise AttributeError(f"module 'beatflow' has no attribute {name!r}")

@@ -11,6 +11,7 @@ from typing import Any
 
 from celery import Celery, signals
 
+from beatflow import plain
 from beatflow.dag.loader import load_dags as load_dags_folder
 from beatflow.execution.lease import LeaseKeeper
 from beatflow.execution.log_capture import install_log_capture
@@ -51,7 +52,7 @@ def create_app(settings: Settings | None = None, *, load_dags: bool = True) -> C
     runtime = Runtime(
         app,
         settings,
-        load_dags=lambda: load_dags_folder(settings.dags_folder),
+        load_dags=lambda: load_dags_folder(settings.dags_folder, skip_modules=settings.imports),
         open_store=lambda: _open_store(settings),
         make_leases=_make_leases,
     )
@@ -61,6 +62,7 @@ def create_app(settings: Settings | None = None, *, load_dags: bool = True) -> C
     fire.register(app)
     finish.register(app)
     reconciler.register(app)  # a worker runs the reconciler's thread (HA by a Redis lease)
+    plain.install(app, settings, import_now=load_dags)  # BEATFLOW_IMPORTS: plain Celery tasks
     return app
 
 

@@ -45,6 +45,7 @@ class Settings:
     redbeat_url: str = ""  # empty: same as broker_url
     database_url: str = "sqlite:///.beatflow/beatflow.db"
     dags_folder: str = "dags"
+    imports: tuple[str, ...] = ()  # plain Celery task modules (BEATFLOW_IMPORTS), see plain.py
     queues: tuple[str, ...] = ("default",)
     visibility_timeout: int = 3600
     unacked_restore_interval: int = 10  # seconds between sweeps that give back lost messages
@@ -377,6 +378,14 @@ def _queues(raw: str) -> tuple[str, ...]:
     return names
 
 
+def _modules(raw: str) -> tuple[str, ...]:
+    names = tuple(m.strip() for m in raw.split(",") if m.strip())
+    bad = [m for m in names if not all(part.isidentifier() for part in m.split("."))]
+    if bad:
+        raise ValueError(f"expected comma-separated Python module names, got {', '.join(bad)}")
+    return names
+
+
 def _choice(*options: str) -> Callable[[str], str]:
     def parse(raw: str) -> str:
         value = raw.strip().lower()
@@ -443,6 +452,7 @@ _PARSERS: dict[str, Callable[[str], Any]] = {
     "schedule_sync_interval": _float(0.5),
     "catchup_window": _int(0),
     "flower_port": _int(1, 65535),
+    "imports": _modules,
     "flower_max_tasks": _int(100),
     "flower_max_workers": _int(1),
     "flower_purge_offline_workers": _int(0),

@@ -21,6 +21,7 @@ COMMANDS: dict[str, str] = {
     "beat": "beatflow.cli.beat:beat",
     "web": "beatflow.cli.web:web",
     "chaos": "beatflow.cli.chaos:chaos",
+    "tasks": "beatflow.cli.tasks:tasks",
 }
 
 

@@ -9,6 +9,7 @@ import re
 import sys
 import time
 import traceback
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -78,8 +79,9 @@ def discover(folder: Path) -> list[Path]:
     )
 
 
-def load_dags(folder: str | Path) -> DagBag:
-    """Import every module of ``folder`` in isolation and collect its DAGs."""
+def load_dags(folder: str | Path, *, skip_modules: Collection[str] = ()) -> DagBag:
+    """Import every module of ``folder`` in isolation and collect its DAGs. ``skip_modules``
+    (dotted names relative to ``folder``: BEATFLOW_IMPORTS) hold plain Celery tasks, not DAGs."""
     started = time.perf_counter()
     folder = Path(folder).resolve()
     bag = DagBag(folder=folder)
@@ -90,6 +92,8 @@ def load_dags(folder: str | Path) -> DagBag:
         sys.path.insert(0, str(folder))  # so DAG modules can import their own helpers
     seen: dict[str, DAG] = {}
     for path in discover(folder):
+        if ".".join(path.relative_to(folder).with_suffix("").parts) in skip_modules:
+            continue
         for dag_or_error in _load_module(folder, path):
             if isinstance(dag_or_error, LoadError):
                 bag.errors.append(dag_or_error)
