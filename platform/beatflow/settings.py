@@ -66,6 +66,9 @@ class Settings:
     beat_lock_timeout: float = 2.0
     beat_renew_interval: float = 0.5
     beat_loop_interval: float = 0.5
+    # a leader whose loop has not completed a pass for this long steps down (and is unhealthy)
+    beat_stall_timeout: float = 30.0
+    beat_db_timeout: float = 10.0  # the beat's statement and connect timeout on the results DB
     schedule_sync_interval: float = 10.0
     catchup_window: int = 86_400
     test_clock_file: str = ""  # tests only: a file holding seconds the beat's clock is shifted by
@@ -184,6 +187,13 @@ class Settings:
                 f"{PREFIX}BEAT_LOOP_INTERVAL={self.beat_loop_interval} must be below "
                 f"{PREFIX}BEAT_LOCK_TIMEOUT={self.beat_lock_timeout}"
             )
+        if self.beat_stall_timeout <= max(self.beat_lock_timeout, 2 * self.beat_db_timeout):
+            out.append(
+                f"{PREFIX}BEAT_STALL_TIMEOUT={self.beat_stall_timeout} must exceed "
+                f"{PREFIX}BEAT_LOCK_TIMEOUT={self.beat_lock_timeout} and twice "
+                f"{PREFIX}BEAT_DB_TIMEOUT={self.beat_db_timeout}, or a healthy but slow beat "
+                "steps down"
+            )
         if self.reconcile_stall_seconds <= self.lease_seconds:
             out.append(
                 f"{PREFIX}RECONCILE_STALL_SECONDS={self.reconcile_stall_seconds} must exceed "
@@ -230,7 +240,10 @@ class Settings:
         return f"Settings({body})"
 
     def celery_config(self) -> dict[str, Any]:
-        """The Celery (and RedBeat) configuration: users never set these names themselves."""
+        """The Celery (and RedBeat) configuration: users never set these names themselves.
+        Redis URLs go through :mod:`beatflow.connections` (Sentinel master name, TLS options)."""
+        from beatflow import connections
+
         transport = {
             "visibility_timeout": self.visibility_timeout,
             # kombu sweeps for unacked messages of dead workers every interval x throttle
@@ -241,12 +254,21 @@ class Settings:
             "retry_on_timeout": True,
         }
         return {
-            "broker_url": self.broker_url,
-            "result_backend": self.effective_result_backend_url,
-            "broker_transport_options": dict(transport),
+            "broker_url": connections.kombu_url(self.broker_url),
+            "result_backend": connections.kombu_url(self.effective_result_backend_url),
+            "broker_use_ssl": connections.ssl_options(self.broker_url),
+            "redis_backend_use_ssl": connections.ssl_options(self.effective_result_backend_url),
+            "broker_transport_options": {
+                **transport,
+                **connections.transport_options(self.broker_url),
+            },
             # A sender whose Redis is down fails in ~2 s, not after the backend's 20 default
             # retries: `dags trigger` says so at once and the reconciler sends the run later.
-            "result_backend_transport_options": {**transport, "retry_policy": PUBLISH_RETRY},
+            "result_backend_transport_options": {
+                **transport,
+                **connections.transport_options(self.effective_result_backend_url),
+                "retry_policy": PUBLISH_RETRY,
+            },
             "task_publish_retry_policy": PUBLISH_RETRY,
             "broker_connection_retry_on_startup": True,
             # JSON only: a pickled (or any other) message is refused before it is decoded.
@@ -276,7 +298,9 @@ class Settings:
             "worker_cancel_long_running_tasks_on_connection_loss": False,
             "beat_scheduler": "beatflow.scheduler.beat:BeatflowScheduler",
             "beat_max_loop_interval": self.beat_loop_interval,
-            "redbeat_redis_url": self.effective_redbeat_url,
+            **connections.redbeat_config(
+                self.effective_redbeat_url, timeout=max(0.2, self.beat_lock_timeout / 3)
+            ),
             "redbeat_key_prefix": "beatflow:redbeat:",
             "redbeat_lock_key": "beatflow:redbeat::lock",
             "redbeat_lock_timeout": self.beat_lock_timeout,
@@ -409,6 +433,9 @@ def _redis_url(raw: str) -> str:
         raise ValueError(
             "expected a Redis URL (redis://, rediss://, sentinel://, redis-sentinel://)"
         )
+    from beatflow.connections import parse
+
+    parse(value)  # a Sentinel URL without master_name, a bad port or ssl_cert_reqs...
     return value
 
 
@@ -449,6 +476,8 @@ _PARSERS: dict[str, Callable[[str], Any]] = {
     "beat_lock_timeout": _float(0.5),
     "beat_renew_interval": _float(0.05),
     "beat_loop_interval": _float(0.05),
+    "beat_stall_timeout": _float(1.0),
+    "beat_db_timeout": _float(0.5),
     "schedule_sync_interval": _float(0.5),
     "catchup_window": _int(0),
     "flower_port": _int(1, 65535),

@@ -3,8 +3,11 @@ real `celery worker` / `celery beat` processes, and answer with one line and exi
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -13,8 +16,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import redis
 
 from beatflow.cli.health import Unhealthy, detect_process
+from beatflow.scheduler import keys
 from tests.deploy.manifests import ROOT
 
 BIN = Path(sys.executable).parent
@@ -107,22 +112,101 @@ def test_worker_probe_answers_for_its_own_node_and_not_for_another(
 
 
 @pytest.mark.slow
-def test_beat_probe_sees_the_running_beat_and_its_redis(celery_process: tuple[str, str]) -> None:
+def test_beat_probe_is_unhealthy_when_only_a_plain_celery_beat_runs_here(
+    celery_process: tuple[str, str],
+) -> None:
+    # the fixture runs a plain `celery beat` (not beatflow's): it must not make the probe pass
     broker, _ = celery_process
-    proc = wait_healthy(broker, "beat", "--timeout", "2")
-    assert proc.returncode == 0, proc.stdout
-    assert proc.stdout.strip() == "healthy: beat process running, Redis reachable"
+    proc = health(broker, "beat", "--timeout", "2")
+    assert proc.returncode == 1, proc.stdout
+    assert proc.stdout.startswith("unhealthy: no beatflow beat heartbeat in Redis from"), (
+        proc.stdout
+    )
+
+
+def test_beat_probe_is_unhealthy_when_no_beat_runs(redis_url: str) -> None:
+    proc = health(redis_url, "beat", "--timeout", "2")
+    assert proc.returncode == 1
+    assert proc.stdout.startswith("unhealthy: no beatflow beat heartbeat in Redis from")
+
+
+@pytest.mark.slow
+def test_beat_probe_follows_this_containers_beatflow_beat_and_fails_when_it_stops(
+    redis_url: str, tmp_path: Path
+) -> None:
+    (tmp_path / "dags").mkdir()
+    env = {
+        **_env(redis_url),
+        "BEATFLOW_DATABASE_URL": f"sqlite:///{tmp_path / 'results.db'}",
+        "BEATFLOW_DAGS_FOLDER": str(tmp_path / "dags"),
+    }
+    subprocess.run([str(BIN / "beatflow"), "db", "upgrade"], env=env, cwd=ROOT, check=True)
+    beat = subprocess.Popen(
+        [str(BIN / "celery"), "-A", "beatflow", "beat", "-l", "warning"],
+        env=env,
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        proc = wait_healthy(redis_url, "beat", "--timeout", "2")
+        assert proc.returncode == 0, proc.stdout
+        assert proc.stdout.startswith(f"healthy: beat {socket.gethostname()}:{beat.pid} is ")
+        # a frozen beat (SIGSTOP: its loop and its election thread stop) stops heartbeating
+        beat.send_signal(signal.SIGSTOP)
+        end = time.monotonic() + 60
+        while (proc := health(redis_url, "beat", "--timeout", "2")).returncode == 0:
+            assert time.monotonic() < end, "the probe still passes for a frozen beat"
+        assert proc.stdout.startswith("unhealthy: no beatflow beat heartbeat"), proc.stdout
+        beat.send_signal(signal.SIGCONT)
+        assert wait_healthy(redis_url, "beat", "--timeout", "2").returncode == 0
+    finally:
+        beat.send_signal(signal.SIGCONT)
+        beat.send_signal(signal.SIGTERM)
+        try:
+            beat.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            beat.kill()
+            beat.wait()
+
+
+def test_beat_probe_is_unhealthy_when_the_beats_loop_stalls(redis_url: str) -> None:
+    # the election thread of a stuck beat keeps heartbeating; the loop's last pass is what counts
+    client = redis.Redis.from_url(redis_url, decode_responses=True)
+    instance = f"stalled-{uuid.uuid4().hex[:6]}"
+    record = {"instance": instance, "role": "leader", "epoch": 3, "seen": time.time()}
+    try:
+        client.set(
+            keys.replica_key(instance),
+            json.dumps({**record, "loop_seen": time.time() - 1000, "stall_timeout": 30.0}),
+            px=60_000,
+        )
+        env = {"BEATFLOW_INSTANCE": instance}
+        proc = subprocess.run(
+            [str(BIN / "beatflow"), "health", "beat", "--timeout", "2"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env={**_env(redis_url), **env},
+            cwd=ROOT,
+            check=False,
+        )
+        assert proc.returncode == 1, proc.stdout
+        assert re.search(
+            r"tick loop has not completed a pass for 1\d\d\ds \(limit 30.0s\)", proc.stdout
+        )
+    finally:
+        client.delete(keys.replica_key(instance))
+        client.close()
 
 
 def test_an_unreachable_redis_fails_every_redis_probe_fast() -> None:
     dead = "redis://:secret@127.0.0.1:1/0"
     for process in ("worker", "beat", "exporter"):
-        started = time.monotonic()
-        proc = health(dead, process, "--timeout", "1")
+        proc = health(dead, process, "--timeout", "1")  # subprocess timeout: 60 s
         assert proc.returncode == 1
         assert proc.stdout.startswith("unhealthy: Redis at redis://:****@127.0.0.1:1/0 unreachable")
         assert "secret" not in proc.stdout
-        assert time.monotonic() - started < 15
 
 
 def test_exporter_and_flower_probes_fail_when_nothing_listens(redis_url: str) -> None:

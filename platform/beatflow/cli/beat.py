@@ -46,7 +46,11 @@ def status(as_json: bool, limit: int) -> None:
             f"(leading for {age:.0f}s), lock TTL {st.lock_ttl_seconds:.2f}s"
         )
     for r in st.replicas:
-        click.echo(f"  replica {r['instance']}: {r['role']}")
+        loop_age = r.get("loop_age_seconds")
+        loop = "" if loop_age is None else f", loop pass {loop_age:.1f}s ago"
+        click.echo(
+            f"  replica {r['instance']}: {r['role']}{loop}{' (STALLED)' if r['stalled'] else ''}"
+        )
     click.echo(f"schedule entries: {st.entries}; next due:")
     for d in st.next_due:
         click.echo(f"  {d['due_at']}  {d['dag_id']}  ({d['schedule']})")

@@ -9,8 +9,6 @@ import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
-from urllib.parse import urlsplit
 
 import click
 
@@ -18,7 +16,6 @@ from beatflow.cli.common import load_settings
 from beatflow.settings import Settings
 
 PROCESSES = ("worker", "beat", "exporter", "flower")
-_KOMBU_SCHEMES = {"redis", "rediss", "sentinel", "unix", "redis+socket"}
 
 
 class Unhealthy(Exception):
@@ -26,24 +23,19 @@ class Unhealthy(Exception):
 
 
 def check_redis(url: str, timeout: float) -> None:
-    """Connect to the Redis at ``url`` and PING it, within ``timeout`` seconds."""
-    from kombu import connection
-
+    """Connect to the Redis at ``url`` (plain, TLS or through Sentinel) and PING it, within
+    ``timeout`` seconds."""
+    from beatflow.connections import redis_client
     from beatflow.settings import mask_url
 
-    connection_class: Any = connection.Connection  # kombu is untyped
-    conn = connection_class(
-        url,
-        connect_timeout=timeout,
-        transport_options={"socket_timeout": timeout, "socket_connect_timeout": timeout},
-    )
     try:
-        conn.ensure_connection(max_retries=1, interval_start=0, interval_step=0, timeout=timeout)
-        conn.default_channel.client.ping()
+        client = redis_client(url, timeout=timeout)
+        try:
+            client.ping()
+        finally:
+            client.close()
     except Exception as exc:  # any failure to reach Redis is the answer, not a crash
         raise Unhealthy(f"Redis at {mask_url(url)} unreachable: {exc}") from exc
-    finally:
-        conn.release()
 
 
 def check_worker(settings: Settings, node: str, timeout: float) -> str:
@@ -52,7 +44,7 @@ def check_worker(settings: Settings, node: str, timeout: float) -> str:
 
     check_redis(settings.broker_url, timeout)
     app = Celery("beatflow-health", set_as_current=False)
-    app.conf.update(broker_url=settings.broker_url, **_transport(settings))
+    app.conf.update(**_transport(settings))
     try:
         replies = app.control.inspect(destination=[node], timeout=timeout).ping() or {}
     finally:
@@ -63,14 +55,43 @@ def check_worker(settings: Settings, node: str, timeout: float) -> str:
 
 
 def check_beat(settings: Settings, timeout: float) -> str:
-    """The beat process is alive here and can reach the Redis that holds its lock."""
-    url = settings.effective_redbeat_url
-    if urlsplit(url).scheme not in _KOMBU_SCHEMES:
-        url = settings.broker_url
-    check_redis(url, timeout)
-    if not any(_is_beat(argv) for argv in _process_argvs()):
-        raise Unhealthy("no `celery beat` process is running in this container")
-    return "beat process running, Redis reachable"
+    """A beatflow beat of this container heartbeats in Redis and its tick loop makes progress.
+
+    The replica is found by ``BEATFLOW_INSTANCE`` when set, else by this host name and the pid of
+    a ``celery beat`` process here; any other beat (on another host, or a plain Celery beat)
+    does not count. A stuck loop (no pass within the stall timeout) is unhealthy, so the probe
+    restarts it; a stopped or dead beat stops heartbeating and is unhealthy too.
+    """
+    import redis
+
+    from beatflow.scheduler.beat import redis_client
+    from beatflow.scheduler.status import read_replicas
+
+    check_redis(settings.effective_redbeat_url, timeout)
+    try:
+        replicas = read_replicas(redis_client(settings, timeout=timeout))
+    except redis.RedisError as exc:
+        raise Unhealthy(f"cannot read the beat heartbeats: {exc}") from exc
+    if settings.instance:
+        mine = [r for r in replicas if r.get("instance") == settings.instance]
+        who = f"instance {settings.instance}"
+    else:
+        host = socket.gethostname()
+        pids = {pid for pid, argv in _processes() if _is_beat(argv)}
+        mine = [r for r in replicas if r.get("host") == host and r.get("pid") in pids]
+        who = f"a `celery beat` process on {host} (pids {sorted(pids) or 'none'})"
+    if not mine:
+        raise Unhealthy(f"no beatflow beat heartbeat in Redis from {who}")
+    replica = mine[0]
+    age = replica.get("loop_age_seconds")
+    if replica.get("stalled"):
+        raise Unhealthy(
+            f"beat {replica['instance']}: its tick loop has not completed a pass for {age:.0f}s "
+            f"(limit {replica.get('stall_timeout')}s)"
+        )
+    return (
+        f"beat {replica['instance']} is {replica.get('role')}, last loop pass {age or 0:.1f}s ago"
+    )
 
 
 def check_http(name: str, url: str, timeout: float) -> str:
@@ -113,6 +134,11 @@ def _is_beat(argv: list[str]) -> bool:
 
 
 def _process_argvs() -> Iterator[list[str]]:
+    for _, argv in _processes():
+        yield argv
+
+
+def _processes() -> Iterator[tuple[int, list[str]]]:
     proc = Path("/proc")
     pids = sorted((int(p.name) for p in proc.iterdir() if p.name.isdigit()), key=lambda p: p != 1)
     for pid in pids:
@@ -121,12 +147,13 @@ def _process_argvs() -> Iterator[list[str]]:
         except OSError:
             continue
         if raw:
-            yield [a.decode(errors="replace") for a in raw.rstrip(b"\0").split(b"\0")]
+            yield pid, [a.decode(errors="replace") for a in raw.rstrip(b"\0").split(b"\0")]
 
 
 def _transport(settings: Settings) -> dict[str, object]:
     config = settings.celery_config()
-    return {"broker_transport_options": config["broker_transport_options"]}
+    keys = ("broker_url", "broker_use_ssl", "broker_transport_options")
+    return {k: config[k] for k in keys}
 
 
 @click.command()
@@ -144,9 +171,10 @@ def _transport(settings: Settings) -> dict[str, object]:
 def health(process: str, timeout: float, node: str | None) -> None:
     """Probe the beatflow PROCESS running in this container; exit 0 if healthy, 1 if not.
 
-    worker: Redis reachable and this worker's own node answers a ping. beat: a beat process
-    runs here and its Redis is reachable. exporter: Redis reachable and /healthz answers.
-    flower: /healthcheck answers. auto (default): tell the process from the command line.
+    worker: Redis reachable and this worker's own node answers a ping. beat: the beatflow beat
+    of this container heartbeats in Redis and its tick loop is not stalled. exporter: Redis
+    reachable and /healthz answers. flower: /healthcheck answers. auto (default): tell the
+    process from the command line.
     """
     settings = load_settings()
     checks: dict[str, Callable[[], str]] = {

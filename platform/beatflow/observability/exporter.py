@@ -10,7 +10,6 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from http.server import ThreadingHTTPServer
-from urllib.parse import urlsplit
 
 import redis
 from celery import Celery
@@ -25,22 +24,18 @@ from beatflow.observability.render import Renderer
 from beatflow.observability.results import ResultsPoller
 from beatflow.queues import QueueLayout
 from beatflow.runtime import runtime_of
-from beatflow.settings import mask_url
 from beatflow.store import Store
 
 log = logging.getLogger(__name__)
 
 SLA_REPORTED_KEY = "beatflow:exporter:sla_reported"
-_REDIS_SCHEMES = {"redis", "rediss", "unix"}
 
 
 def redis_client(url: str, timeout: float = 2.0) -> redis.Redis:
     """A redis-py client with short timeouts (a blip must not hang a poll)."""
-    if urlsplit(url).scheme not in _REDIS_SCHEMES:
-        raise ValueError(
-            f"the exporter reads Redis at redis://, rediss:// or unix:// URLs, not {mask_url(url)}"
-        )
-    return redis.Redis.from_url(url, socket_timeout=timeout, socket_connect_timeout=timeout)
+    from beatflow.connections import redis_client as client_for
+
+    return client_for(url, timeout=timeout, decode_responses=False)
 
 
 class Exporter:

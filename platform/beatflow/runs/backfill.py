@@ -18,7 +18,8 @@ MAX_BACKFILL_TICKS = 10_000
 
 
 def backfill_ticks(app: Celery, dag_id: str, start: datetime, end: datetime) -> list[datetime]:
-    """The ticks of ``dag_id`` in ``[start, end]``, inside its start_date/end_date, oldest first."""
+    """The ticks of ``dag_id`` in ``[start, end]``, inside its start_date/end_date, oldest first.
+    ``end`` is clamped to now: a future tick is the beat's to fire, not a backfill's."""
     from beatflow.runtime import runtime_of
 
     dag = runtime_of(app).dag(dag_id)
@@ -36,6 +37,7 @@ def backfill_ticks(app: Celery, dag_id: str, start: datetime, end: datetime) -> 
         start = max(start, dag.start_date)
     if dag.end_date is not None:
         end = min(end, dag.end_date)
+    end = min(end, datetime.now(UTC))
     ticks: list[datetime] = []
     first = dag.schedule.prev_at_or_before(start)
     if first is not None and first >= start:

@@ -28,7 +28,8 @@ from beatflow.execution.options import TASK_OPTIONS, store_retry_delay
 from beatflow.runtime import Runtime, runtime_of
 
 if TYPE_CHECKING:
-    from beatflow.store import DagRunRecord
+    from beatflow.dag.model import DAG
+    from beatflow.store import DagRunRecord, Store
 
 log = logging.getLogger(__name__)
 
@@ -47,22 +48,21 @@ def scheduled_run_id(tick: datetime) -> str:
 
 
 def create_scheduled_run(
-    runtime: Runtime, dag_id: str, tick: datetime, trigger: str, epoch: int
+    store: Store, dag: DAG, tick: datetime, trigger: str, epoch: int
 ) -> DagRunRecord:
     """Create (or find) the DAG run of one tick, fenced by ``epoch``.
 
     A DAG whose params cannot be resolved without a conf gets a *failed* run carrying the reason,
     so the tick is recorded, never silently dropped. Raises StaleLeaderError when a newer leader
-    epoch is recorded, StoreUnavailableError when the DB is down, DagNotFoundError when the DAG
-    is not loaded here.
+    epoch is recorded, StoreUnavailableError when the DB is down.
     """
-    dag = runtime.dag(dag_id)
+    dag_id = dag.dag_id
     reason: str | None = None
     try:
         conf = dag.resolve_conf(None)
     except ConfError as exc:
         conf, reason = {}, f"the scheduled run cannot start: {exc}"
-    record, created = runtime.store.create_fenced_dag_run(
+    record, created = store.create_fenced_dag_run(
         dag_id,
         scheduled_run_id(tick),
         logical_date=tick,
@@ -160,7 +160,7 @@ def fire_dag(runtime: Runtime, dag_id: str, fires: list[list[str]], epoch: int) 
         tick = datetime.fromisoformat(logical_date)
         tick = tick if tick.tzinfo else tick.replace(tzinfo=UTC)
         if runtime.store.get_dag_run(dag_id, scheduled_run_id(tick)) is None:
-            create_scheduled_run(runtime, dag_id, tick, trigger, epoch)
+            create_scheduled_run(runtime.store, runtime.dag(dag_id), tick, trigger, epoch)
     if runtime.store.is_paused(dag_id):
         log.info("DAG %s is paused: its runs wait queued", dag_id, extra={"dag_id": dag_id})
         return

@@ -10,7 +10,6 @@ import socket
 import time
 from collections.abc import Sequence
 from datetime import timedelta
-from pathlib import Path
 from typing import Any
 
 import redis
@@ -18,15 +17,19 @@ from celery import Celery
 from celery.signals import beat_init
 from redbeat.schedulers import RedBeatScheduler, acquire_distributed_beat_lock
 
-from beatflow.dag.loader import discover
+from beatflow import connections
+from beatflow.dag.loader import DagBag
+from beatflow.errors import SchedulerError
 from beatflow.runs.fire import FIRE_BATCH_TASK, create_scheduled_run
 from beatflow.scheduler import checks, keys
 from beatflow.scheduler.clock import Clock
 from beatflow.scheduler.election import LeaderElection
 from beatflow.scheduler.firing import Dispatcher
+from beatflow.scheduler.folder import FolderLoader
 from beatflow.scheduler.plan import Fire
 from beatflow.scheduler.sync import specs_of, write_entries
 from beatflow.settings import Settings, mask_url
+from beatflow.store import Store
 
 log = logging.getLogger(__name__)
 
@@ -35,16 +38,11 @@ log = logging.getLogger(__name__)
 beat_init.disconnect(acquire_distributed_beat_lock)
 
 
-def redis_client(settings: Settings) -> redis.Redis:
-    """A client whose calls fail fast: a renewal must never hang past the lease."""
-    timeout = max(0.2, settings.beat_lock_timeout / 3)
-    return redis.Redis.from_url(
-        settings.effective_redbeat_url,
-        decode_responses=True,
-        socket_timeout=timeout,
-        socket_connect_timeout=timeout,
-        retry_on_timeout=False,
-    )
+def redis_client(settings: Settings, *, timeout: float | None = None) -> redis.Redis:
+    """A client (plain, TLS or through Sentinel) whose calls fail fast: a renewal must never
+    hang past the lease."""
+    timeout = timeout or max(0.2, settings.beat_lock_timeout / 3)
+    return connections.redis_client(settings.effective_redbeat_url, timeout=timeout)
 
 
 def failover_grace(settings: Settings) -> timedelta:
@@ -56,18 +54,6 @@ def failover_grace(settings: Settings) -> timedelta:
         + 4 * settings.beat_renew_interval
         + 2.0
     )
-
-
-def folder_signature(folder: Path) -> tuple[tuple[str, int, int], ...]:
-    """(path, mtime, size) of every DAG module: the folder is re-imported only when it changes."""
-    out = []
-    for path in discover(folder):
-        try:
-            st = path.stat()
-        except OSError:
-            continue
-        out.append((str(path), st.st_mtime_ns, st.st_size))
-    return tuple(out)
 
 
 class BeatflowScheduler(RedBeatScheduler):  # type: ignore[misc]
@@ -88,24 +74,42 @@ class BeatflowScheduler(RedBeatScheduler):  # type: ignore[misc]
             instance=self.instance,
             ttl=self.settings.beat_lock_timeout,
             renew_every=self.settings.beat_renew_interval,
+            stall_timeout=self.settings.beat_stall_timeout,
         )
+        self.folder = FolderLoader(
+            self.settings.dags_path, hung_after=self.settings.beat_stall_timeout
+        )
+        self._store: Store | None = None
         self.dispatcher = Dispatcher(
             self.client,
             self._create,
             self._send,
             failover_grace(self.settings),
             timedelta(seconds=self.settings.catchup_window),
-            latest_logical_date=lambda d: self._runtime().store.latest_scheduled_logical_date(d),
-            paused_dag_ids=lambda: self._runtime().store.paused_dag_ids(),
-            newest_epoch=lambda: self._runtime().store.epoch_floor(),
+            latest_logical_date=lambda d: self.store.latest_scheduled_logical_date(d),
+            paused_dag_ids=lambda: self.store.paused_dag_ids(),
+            newest_epoch=lambda: self.store.epoch_floor(),
         )
         self._started = False
         self._closed = False
         self._leading = False
         self._next_sync = 0.0
         self._load_errors: tuple[str, ...] = ()
-        self._signature: tuple[tuple[str, int, int], ...] | None = None
         self._written_epoch = 0
+
+    @property
+    def store(self) -> Store:
+        """The beat's own connection to the results DB: every statement and connect bounded by
+        ``beat_db_timeout``, so a hung database can only fail a tick, never hang the loop."""
+        if self._store is None:
+            s = self.settings
+            self._store = Store(
+                s.database_url,
+                lease_seconds=s.lease_seconds,
+                result_max_bytes=s.result_max_bytes,
+                statement_timeout=s.beat_db_timeout,
+            )
+        return self._store
 
     # ---------------------------------------------------------------- RedBeat overrides
 
@@ -119,12 +123,16 @@ class BeatflowScheduler(RedBeatScheduler):  # type: ignore[misc]
         except Exception:  # an exception here would end the beat process
             log.exception("beat %s: tick failed; trying again", self.instance)
             return self.loop_interval
+        finally:
+            self.election.mark_progress()  # a pass completed: the lease may be renewed
 
     def close(self) -> None:
         if not self._closed:
             self._closed = True
             if self._started:
                 self.election.stop(release=True)
+            if self._store is not None:
+                self._store.close()
         super().close()
 
     @property
@@ -178,6 +186,7 @@ class BeatflowScheduler(RedBeatScheduler):  # type: ignore[misc]
     def _start(self) -> None:
         self._started = True
         checks.check_eviction_policy(self.client)
+        self._take_bag(self.folder.wait(self.settings.beat_stall_timeout / 2))
         self._sync(None)
         self._warm_up()
         self.election.start()
@@ -186,7 +195,7 @@ class BeatflowScheduler(RedBeatScheduler):  # type: ignore[misc]
         """Record our epoch in the results DB at once: from now on a deposed leader's runs are
         refused there, even if it never fires again before waking up."""
         try:
-            newest = self._runtime().store.raise_epoch_floor(epoch)
+            newest = self.store.raise_epoch_floor(epoch)
         except Exception as exc:  # noqa: BLE001 - each run we create raises it anyway
             log.warning("beat %s: cannot record epoch %d yet (%s)", self.instance, epoch, exc)
             return
@@ -210,28 +219,7 @@ class BeatflowScheduler(RedBeatScheduler):  # type: ignore[misc]
     def _sync(self, lease: tuple[str, int] | None) -> None:
         """Reload the dags folder if a file changed; as leader, make the entries match."""
         self._next_sync = time.monotonic() + self.settings.schedule_sync_interval
-        signature = folder_signature(self.settings.dags_path)
-        if signature != self._signature or self.dispatcher.specs is None:
-            started = time.perf_counter()
-            try:
-                bag = self._runtime().reload()
-            except Exception:  # noqa: BLE001 - keep the last good specs
-                log.exception("beat %s: loading the dags folder failed", self.instance)
-                return
-            errors = tuple(str(e) for e in bag.errors)
-            if errors != self._load_errors:
-                self._load_errors = errors
-                for line in errors:
-                    log.warning("beat: a DAG module does not load, its schedules are off: %s", line)
-            self.dispatcher.specs = specs_of(bag)
-            self._signature = signature
-            self._written_epoch = 0
-            log.info(
-                "beat %s: loaded %d scheduled DAGs in %.2fs",
-                self.instance,
-                len(self.dispatcher.specs),
-                time.perf_counter() - started,
-            )
+        self._take_bag(self.folder.poll())
         self.dispatcher.refresh_paused()  # keeps a standby's DB connection warm, too
         if lease is None:
             self.election.epoch_floor = max(
@@ -239,6 +227,23 @@ class BeatflowScheduler(RedBeatScheduler):  # type: ignore[misc]
             )
         else:
             self._write_entries(lease)
+
+    def _take_bag(self, bag: DagBag | None) -> None:
+        if bag is None:
+            return
+        errors = tuple(str(e) for e in bag.errors)
+        if errors != self._load_errors:
+            self._load_errors = errors
+            for line in errors:
+                log.warning("beat: a DAG module does not load, its schedules are off: %s", line)
+        self.dispatcher.specs = specs_of(bag)
+        self._written_epoch = 0
+        log.info(
+            "beat %s: loaded %d scheduled DAGs in %.2fs",
+            self.instance,
+            len(self.dispatcher.specs),
+            bag.seconds,
+        )
 
     def _write_entries(self, lease: tuple[str, int]) -> None:
         token, epoch = lease
@@ -291,9 +296,7 @@ class BeatflowScheduler(RedBeatScheduler):  # type: ignore[misc]
                 )
 
     def _create(self, dag_id: str, fire: Fire, epoch: int) -> None:
-        create_scheduled_run(self._runtime(), dag_id, fire.tick, fire.trigger, epoch)
-
-    def _runtime(self) -> Any:
-        from beatflow.runtime import runtime_of
-
-        return runtime_of(self.app)
+        bag = self.folder.bag
+        if bag is None:
+            raise SchedulerError("the dags folder is not loaded yet")
+        create_scheduled_run(self.store, bag.get(dag_id), fire.tick, fire.trigger, epoch)

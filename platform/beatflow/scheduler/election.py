@@ -1,11 +1,15 @@
 """Leader election: a token-checked Redis lease that every beat replica competes for, for its whole
-life. A timer thread acquires, renews and (on loss) steps down; ticking never touches the lease."""
+life. A timer thread acquires, renews and (on loss) steps down; ticking never touches the lease.
+The thread renews only while the tick loop makes progress: a leader whose loop has not completed
+a pass within ``stall_timeout`` releases the lock and stops competing until the loop moves."""
 
 from __future__ import annotations
 
 import contextlib
 import json
 import logging
+import os
+import socket
 import threading
 import time
 import uuid
@@ -68,8 +72,11 @@ class LeaderElection:
         ttl: float,
         renew_every: float,
         on_change: Callable[[bool, int], None] | None = None,
+        stall_timeout: float | None = None,
     ) -> None:
         self.client = client
+        self.stall_timeout = stall_timeout
+        self._progress = time.monotonic()
         self.instance = instance
         self.ttl = ttl
         self.renew_every = renew_every
@@ -103,9 +110,19 @@ class LeaderElection:
                 return self.token, self.epoch
             return None
 
+    def mark_progress(self) -> None:
+        """The tick loop completed a pass (it calls this at the end of every tick)."""
+        self._progress = time.monotonic()
+
+    def stalled_for(self) -> float:
+        """Seconds since the loop last completed a pass, if over ``stall_timeout``; else 0."""
+        age = time.monotonic() - self._progress
+        return age if self.stall_timeout is not None and age > self.stall_timeout else 0.0
+
     # ---------------------------------------------------------------- life cycle
 
     def start(self) -> None:
+        self.mark_progress()
         self.step()  # first attempt synchronously: a lone beat leads from its first tick
         self._thread = threading.Thread(target=self._run, name="beatflow-beat-lease", daemon=True)
         self._thread.start()
@@ -140,8 +157,14 @@ class LeaderElection:
         """One election round: renew if we lead, else try to acquire. Never raises."""
         ttl_ms = int(self.ttl * 1000)
         sent = time.monotonic()
+        stalled = self.stalled_for()
         try:
-            if self._leader:
+            if stalled:
+                # a stuck loop fires nothing: hand the lock over instead of renewing it
+                if self._leader:
+                    self._step_down(f"the tick loop has not completed a pass for {stalled:.1f}s")
+                    self._release(keys=[keys.LOCK, keys.LEADER], args=[self.token])
+            elif self._leader:
                 ok = bool(self._renew(keys=[keys.LOCK, keys.LEADER], args=[self.token, ttl_ms]))
                 if ok:
                     self._confirm(sent)
@@ -207,12 +230,18 @@ class LeaderElection:
 
     def _heartbeat(self) -> None:
         role = "leader" if self.is_leader() else "follower"
+        now = time.time()
         value = json.dumps(
             {
                 "instance": self.instance,
+                "host": socket.gethostname(),
+                "pid": os.getpid(),
                 "role": role,
                 "epoch": self.epoch,
-                "seen": round(time.time(), 3),
+                "seen": round(now, 3),
+                # when the tick loop last completed a pass: what `beatflow health beat` judges
+                "loop_seen": round(now - (time.monotonic() - self._progress), 3),
+                "stall_timeout": self.stall_timeout,
             }
         )
         self.client.set(keys.replica_key(self.instance), value, px=int(self.ttl * 3000))

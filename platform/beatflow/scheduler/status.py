@@ -1,9 +1,11 @@
-"""What ``beatflow beat status`` shows, read from Redis: the leader, the lock's remaining TTL,
-the replicas and the next due schedule entries."""
+"""What ``beatflow beat status`` and ``beatflow health beat`` read from Redis: the leader, the
+lock's remaining TTL, the replicas (with the age of their tick loop's last completed pass) and
+the next due schedule entries."""
 
 from __future__ import annotations
 
 import json
+import time
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -26,6 +28,36 @@ class BeatStatus:
         return asdict(self)
 
 
+def loop_age(replica: dict[str, Any], now: float | None = None) -> float | None:
+    """Seconds since the replica's tick loop last completed a pass (None if unknown)."""
+    seen = replica.get("loop_seen")
+    if seen is None:
+        return None
+    return max(0.0, (time.time() if now is None else now) - float(seen))
+
+
+def is_stalled(replica: dict[str, Any], now: float | None = None) -> bool:
+    """True when the replica's loop has not completed a pass within its stall timeout."""
+    age, bound = loop_age(replica, now), replica.get("stall_timeout")
+    return age is not None and bound is not None and age > float(bound)
+
+
+def read_replicas(client: redis.Redis) -> list[dict[str, Any]]:
+    """Every live replica's heartbeat, with ``loop_age_seconds`` and ``stalled`` added."""
+    replicas = []
+    now = time.time()
+    for key in client.scan_iter(match=keys.REPLICA_PREFIX + "*", count=100):
+        raw = client.get(key)
+        if raw:
+            replica = json.loads(raw)
+            age = loop_age(replica, now)
+            replica["loop_age_seconds"] = None if age is None else round(age, 3)
+            replica["stalled"] = is_stalled(replica, now)
+            replicas.append(replica)
+    replicas.sort(key=lambda r: str(r.get("instance")))
+    return replicas
+
+
 def read_status(client: redis.Redis, *, limit: int = 10) -> BeatStatus:
     with client.pipeline(transaction=False) as pipe:
         pipe.get(keys.LEADER)
@@ -34,12 +66,7 @@ def read_status(client: redis.Redis, *, limit: int = 10) -> BeatStatus:
         pipe.zrange(keys.SCHEDULE, 0, limit - 1, withscores=True)
         pipe.zcard(keys.SCHEDULE)
         leader_raw, pttl, epoch, head, total = pipe.execute()
-    replicas = []
-    for key in client.scan_iter(match=keys.REPLICA_PREFIX + "*", count=100):
-        raw = client.get(key)
-        if raw:
-            replicas.append(json.loads(raw))
-    replicas.sort(key=lambda r: str(r.get("instance")))
+    replicas = read_replicas(client)
     due = []
     for entry, score in head:
         dag_id = keys.dag_id_of(entry)

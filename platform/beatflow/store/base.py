@@ -26,13 +26,18 @@ class StoreBase:
     """Holds the engine and the limits; the parts of ``Store`` build on its transactions."""
 
     def __init__(
-        self, url: str, *, lease_seconds: float = 30.0, result_max_bytes: int = 1 << 20
+        self,
+        url: str,
+        *,
+        lease_seconds: float = 30.0,
+        result_max_bytes: int = 1 << 20,
+        statement_timeout: float | None = None,
     ) -> None:
         self.url = url
         self.lease_seconds = finite_seconds(lease_seconds, "lease_seconds")
         self.result_max_bytes = int(result_max_bytes)
         with translate_errors(url, "opening the database"):
-            self._engine = create_engine(url)
+            self._engine = create_engine(url, statement_timeout=statement_timeout)
 
     @classmethod
     def from_settings(cls, settings: Settings) -> Self:

@@ -84,9 +84,13 @@ def sqlite_path(url: str | sa.URL) -> Path | None:
     return Path(database)
 
 
-def create_engine(url: str) -> sa.Engine:
+def create_engine(url: str, *, statement_timeout: float | None = None) -> sa.Engine:
     """A pooled engine: PostgreSQL via psycopg 3; SQLite in WAL mode with a busy
-    timeout and explicit BEGIN (IMMEDIATE for writes, so claims serialise like on PostgreSQL)."""
+    timeout and explicit BEGIN (IMMEDIATE for writes, so claims serialise like on PostgreSQL).
+
+    PostgreSQL connections send TCP keepalives (a half-open connection after a failover is
+    noticed in ~30 s, not the kernel's ~15 min); ``statement_timeout`` (seconds) bounds every
+    statement and the connect, for callers that must never hang (the beat)."""
     parsed = sa.make_url(url)
     if parsed.drivername in ("postgresql", "postgres"):
         parsed = parsed.set(drivername="postgresql+psycopg")
@@ -102,8 +106,22 @@ def create_engine(url: str) -> sa.Engine:
         max_overflow=10,
         pool_recycle=1800,
         json_serializer=dumps_json,
-        connect_args={"connect_timeout": PG_CONNECT_TIMEOUT_S},
+        connect_args=_pg_connect_args(statement_timeout),
     )
+
+
+def _pg_connect_args(statement_timeout: float | None) -> dict[str, Any]:
+    args: dict[str, Any] = {
+        "connect_timeout": PG_CONNECT_TIMEOUT_S,
+        "keepalives": 1,
+        "keepalives_idle": 10,
+        "keepalives_interval": 5,
+        "keepalives_count": 3,
+    }
+    if statement_timeout is not None:
+        args["connect_timeout"] = max(1, min(PG_CONNECT_TIMEOUT_S, round(statement_timeout)))
+        args["options"] = f"-c statement_timeout={int(statement_timeout * 1000)}"
+    return args
 
 
 def _create_sqlite_engine(url: sa.URL) -> sa.Engine:

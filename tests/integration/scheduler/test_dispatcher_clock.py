@@ -37,6 +37,7 @@ def run_through(client: redis.Redis, start: datetime, days: int, step: timedelta
 
     dispatcher = Dispatcher(
         client,
+        lambda *_: None,
         send,
         timedelta(seconds=10),
         timedelta(days=1),
@@ -46,6 +47,7 @@ def run_through(client: redis.Redis, start: datetime, days: int, step: timedelta
         specs={"daily": spec},
     )
     client.set(keys.LOCK, TOKEN, px=60_000)
+    client.set(keys.EPOCH, 7)
     write_entries(client, TOKEN, {"daily": spec}, start)
     now = start
     while now < start + timedelta(days=days):
@@ -80,6 +82,7 @@ def test_a_stale_leader_advances_nothing(client: redis.Redis) -> None:
     sent: list[datetime] = []
     dispatcher = Dispatcher(
         client,
+        lambda *_: None,
         lambda fires, _: sent.extend(f.tick for _, f in fires),
         timedelta(seconds=10),
         timedelta(days=1),
@@ -93,5 +96,6 @@ def test_a_stale_leader_advances_nothing(client: redis.Redis) -> None:
     write_entries(client, TOKEN, {"every": spec}, now)
     client.set(keys.LOCK, "new-leader", px=60_000)  # our lease is gone
     result = dispatcher.fire_due(now, (TOKEN, 1))
-    assert result.fenced_out  # it may have sent (the run id absorbs that), but wrote nothing
+    assert result.fenced_out
     assert client.hget(keys.WATERMARK, "every") is None
+    assert sent == []  # the runs it made stay queued for the new leader; no dispatch message

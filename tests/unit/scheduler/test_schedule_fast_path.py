@@ -9,10 +9,24 @@ from zoneinfo import ZoneInfo
 import pytest
 from croniter import croniter
 
-from beatflow.dag.schedule import Schedule, _localize
+from beatflow.dag.schedule import Schedule
 
 ZONES = ["Europe/Berlin", "America/New_York", "Australia/Lord_Howe", "Asia/Tokyo", "UTC"]
 CRONS = ["* * * * *", "30 2 * * *", "*/7 1-3 * * *", "15 * * * *"]
+
+
+def _localize(naive: datetime, tz: ZoneInfo) -> datetime:
+    """The documented policy, written out case by case (not the production helper): a repeated
+    wall time is its first occurrence, a skipped one is shifted forward by the gap."""
+    first = naive.replace(tzinfo=tz, fold=0).utcoffset()
+    second = naive.replace(tzinfo=tz, fold=1).utcoffset()
+    assert first is not None and second is not None
+    if first >= second:  # ordinary, or repeated (fall back: the first has the larger offset)
+        return (naive - first).replace(tzinfo=UTC)
+    # spring forward: the wall time does not exist; move it forward by the gap, then read it
+    # with the offset after the jump
+    shifted = naive + (second - first)
+    return (shifted - second).replace(tzinfo=UTC)
 
 
 def slow_next(s: Schedule, instant: datetime) -> datetime:

@@ -1,0 +1,125 @@
+"""A real Sentinel set (a master, a replica and a Sentinel, Debian's ``redis-server --sentinel``)
+behind ``BEATFLOW_BROKER_URL=sentinel://...?master_name=...``: the beat (lock, schedule, fires)
+and a worker (broker, result backend) reach the master through Sentinel, and keep going when
+the master fails over (``SENTINEL FAILOVER``): every tick fires once."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+import redis
+
+from beatflow import connections
+from tests.integration.scheduler.beatcluster import beat_cluster
+from tests.integration.scheduler.test_beat_replicas import assert_every_tick_once
+from tests.procs import wait_for
+from tests.services._base import free_port
+
+pytestmark = pytest.mark.slow
+MASTER = "bfmaster"
+
+
+def _server(tmp: Path, name: str, *args: str) -> subprocess.Popen[bytes]:
+    log = (tmp / f"{name}.log").open("wb")
+    return subprocess.Popen(["redis-server", *args], cwd=tmp, stdout=log, stderr=subprocess.STDOUT)
+
+
+@pytest.fixture
+def sentinel_set(tmp_path: Path) -> Iterator[tuple[str, redis.Redis, list[int]]]:
+    if shutil.which("redis-server") is None:
+        pytest.skip("no redis-server on PATH (apt-get install redis-server redis-sentinel)")
+    ports = [free_port(), free_port()]
+    sport = free_port()
+    common = ["--save", "", "--appendonly", "no", "--bind", "127.0.0.1"]
+    procs = [
+        _server(tmp_path, "master", "--port", str(ports[0]), *common),
+        _server(
+            tmp_path,
+            "replica",
+            "--port",
+            str(ports[1]),
+            "--replicaof",
+            "127.0.0.1",
+            str(ports[0]),
+            *common,
+        ),
+    ]
+    conf = tmp_path / "sentinel.conf"
+    conf.write_text(
+        f"port {sport}\nbind 127.0.0.1\n"
+        f"sentinel monitor {MASTER} 127.0.0.1 {ports[0]} 1\n"
+        f"sentinel down-after-milliseconds {MASTER} 2000\n"
+        f"sentinel failover-timeout {MASTER} 10000\n"
+    )
+    procs.append(_server(tmp_path, "sentinel", str(conf), "--sentinel"))
+    sentinel = redis.Redis(port=sport, decode_responses=True, socket_timeout=5)
+    try:
+        wait_for(
+            lambda: _replicas_ok(sentinel),
+            timeout=60,
+            message="the Sentinel to see the master and its replica in sync",
+        )
+        yield f"sentinel://127.0.0.1:{sport}/0?master_name={MASTER}", sentinel, ports
+    finally:
+        sentinel.close()
+        for proc in procs:
+            proc.terminate()
+        for proc in procs:
+            proc.wait(30)
+
+
+def _replicas_ok(sentinel: redis.Redis) -> bool:
+    try:
+        replicas = sentinel.execute_command("SENTINEL", "REPLICAS", MASTER)
+    except redis.RedisError:
+        return False
+    return any(
+        "slave" in str(r.get("flags")) and r.get("master-link-status") == "ok" for r in replicas
+    )
+
+
+def master_port(sentinel: redis.Redis) -> int:
+    _, port = sentinel.execute_command("SENTINEL", "GET-MASTER-ADDR-BY-NAME", MASTER)
+    return int(port)
+
+
+def test_the_beat_and_a_worker_carry_on_across_a_sentinel_failover(
+    sentinel_set: tuple[str, redis.Redis, list[int]],
+    make_postgres_db: Callable[[], str],
+    tmp_path: Path,
+) -> None:
+    url, sentinel, ports = sentinel_set
+    client = connections.redis_client(url, timeout=5)
+    assert client.ping()
+    with beat_cluster(tmp_path / "cluster", url, make_postgres_db()) as cluster:
+        dag = "sentinel_every_second"
+        cluster.write_dag(dag)
+        worker = cluster.start_worker()
+        cluster.start_beat("a")
+        cluster.wait_leader(timeout=60)
+        cluster.wait_runs(dag, 3, timeout=60)
+        wait_for(  # the worker ran a run end to end through the Sentinel-managed broker
+            lambda: any(r.state == "success" for r in cluster.runs(dag)),
+            timeout=60,
+            message="a successful run before the failover",
+        )
+        assert master_port(sentinel) == ports[0]
+        sentinel.execute_command("SENTINEL", "FAILOVER", MASTER)
+        wait_for(lambda: master_port(sentinel) == ports[1], timeout=60, message="the failover")
+        before = len(cluster.runs(dag))
+        cluster.wait_runs(dag, before + 5, timeout=90)
+        wait_for(
+            lambda: sum(r.state == "success" for r in cluster.runs(dag)) >= before + 3,
+            timeout=90,
+            message="runs fired after the failover to succeed",
+        )
+        assert worker.popen is not None and worker.popen.poll() is None, cluster.logs()
+        assert all(b.popen is not None and b.popen.poll() is None for b in cluster.beats)
+        assert_every_tick_once(cluster, dag)
+        # the beat leads on the new master (the old master is a replica now)
+        assert cluster.wait_leader({"a"}, timeout=60) == "a"
+    client.close()
