@@ -45,7 +45,7 @@ def free_port() -> int:
 
 
 def scrape_value(url: str, name: str) -> float:
-    with urllib.request.urlopen(url, timeout=10) as r:  # noqa: S310 - local URL
+    with urllib.request.urlopen(url, timeout=10) as r:  # local URL
         text = r.read().decode()
     for family in text_string_to_metric_families(text):
         for s in family.samples:
@@ -58,7 +58,7 @@ def wait_http(url: str, timeout: float = 30.0) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         try:
-            with urllib.request.urlopen(url, timeout=2):  # noqa: S310
+            with urllib.request.urlopen(url, timeout=2):
                 return
         except OSError:
             time.sleep(0.1)
@@ -209,7 +209,9 @@ for i in range({n}):
 
 
 def bench_scrape(redis_url: str, n_dags: int, tmp: Path, scrapes: int) -> dict[str, float]:
+    from beatflow.app import create_app
     from beatflow.observability.exporter import Exporter
+    from beatflow.observability.render import Renderer
     from beatflow.store import Store
 
     dags = tmp / "dags"
@@ -228,9 +230,9 @@ def bench_scrape(redis_url: str, n_dags: int, tmp: Path, scrapes: int) -> dict[s
             store.mark_dag_run_running(dag_id, f"r{j}")
             store.finish_dag_run(dag_id, f"r{j}", state)
     settings = Settings(broker_url=redis_url, database_url=db, dags_folder=str(dags))
-    ex = Exporter(settings, redis_interval=3600, db_interval=3600)
+    ex = Exporter(create_app(settings, load_dags=False), redis_interval=3600, db_interval=3600)
     t = time.perf_counter()
-    ex._reload_dags()  # noqa: SLF001 - the bench drives the parts directly
+    ex._reload_dags()  # the bench drives the parts directly
     load_s = time.perf_counter() - t
     h = ex.handler
     for i in range(n_dags):  # one run of every task through one worker: the Celery series
@@ -266,7 +268,7 @@ def bench_scrape(redis_url: str, n_dags: int, tmp: Path, scrapes: int) -> dict[s
     size = 0
     for _ in range(scrapes):
         t = time.perf_counter()
-        with urllib.request.urlopen(url, timeout=30) as r:  # noqa: S310
+        with urllib.request.urlopen(url, timeout=30) as r:
             body = r.read()
         times.append(time.perf_counter() - t)
         size = len(body)
@@ -276,6 +278,10 @@ def bench_scrape(redis_url: str, n_dags: int, tmp: Path, scrapes: int) -> dict[s
     t = time.perf_counter()
     generate_latest(ex.metrics.registry)  # the client's own rendering, for comparison
     reference_s = time.perf_counter() - t
+    collector_s = statistics.median(collector_render_s(ex.metrics.all()) for _ in range(5))
+    renderer = Renderer(ex.metrics.registry, ex.metrics.all())
+    renderer.render()  # the first render builds the label cache, as the exporter's first scrape
+    renderer_s = statistics.median(_timed(renderer.render) for _ in range(5))
     ex.stop()
     store.close()
     return {
@@ -287,7 +293,64 @@ def bench_scrape(redis_url: str, n_dags: int, tmp: Path, scrapes: int) -> dict[s
         "scrape_p50_s": statistics.median(times),
         "scrape_max_s": max(times),
         "generate_latest_s": reference_s,
+        "collector_s": collector_s,
+        "renderer_s": renderer_s,
     }
+
+
+def _timed(fn: Any) -> float:
+    t = time.perf_counter()
+    fn()
+    return time.perf_counter() - t
+
+
+def collector_render_s(metrics: Any) -> float:
+    """Seconds to render the same series the public way: a custom Collector yielding
+    *MetricFamily objects, rendered by ``generate_latest`` (the alternative to
+    observability/render.py, which reads prometheus-client's children directly). The values are
+    read from the children as render.py reads them: a Collector over our own dicts would read
+    them no faster."""
+    from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest
+    from prometheus_client.core import (
+        CounterMetricFamily,
+        GaugeMetricFamily,
+        HistogramMetricFamily,
+    )
+    from prometheus_client.registry import Collector
+
+    metrics = list(metrics)
+
+    def children(metric: Any) -> list[tuple[tuple[str, ...], Any]]:
+        if not metric._labelnames:
+            return [((), metric)]
+        with metric._lock:
+            return list(metric._metrics.items())
+
+    class Families(Collector):
+        def collect(self) -> Any:
+            for metric in metrics:
+                name, doc, labels = metric._name, metric._documentation, metric._labelnames
+                family: Any
+                if isinstance(metric, Counter | Gauge):
+                    kind = CounterMetricFamily if isinstance(metric, Counter) else GaugeMetricFamily
+                    family = kind(name, doc, labels=labels)
+                    for values, child in children(metric):
+                        family.add_metric(values, child._value.get())
+                else:
+                    family = HistogramMetricFamily(name, doc, labels=labels)
+                    for values, child in children(metric):
+                        total, buckets = 0.0, []
+                        for bound, bucket in zip(metric._upper_bounds, child._buckets, strict=True):
+                            total += bucket.get()
+                            buckets.append((str(bound), total))
+                        family.add_metric(values, buckets, child._sum.get())
+                yield family
+
+    registry = CollectorRegistry()
+    registry.register(Families())
+    t = time.perf_counter()
+    generate_latest(registry)
+    return time.perf_counter() - t
 
 
 def main() -> int:
@@ -308,25 +371,29 @@ def main() -> int:
         default=2,
         help="publisher processes (one Python process tops out near 600/s)",
     )
+    parser.add_argument("--scrape-only", action="store_true", help="skip the event part")
     args = parser.parse_args()
     redis.Redis.from_url(args.redis_url).flushdb()
-    with tempfile.TemporaryDirectory(prefix="bench-exporter-") as tmp:
-        ev = bench_events(args.redis_url, args.rate, args.seconds, Path(tmp), args.publishers)
-        print(
-            f"events: {ev['sent']} sent at {ev['rate']:.0f}/s for {args.seconds:.0f}s; "
-            f"exporter CPU {ev['cpu_percent']:.0f}% of one core, RSS {ev['rss_mb']:.0f} MB; "
-            f"behind by median {ev['behind_median']:.0f} / max {ev['behind_max']:.0f} events; "
-            f"event lag p50 {ev['lag_p50'] * 1000:.1f} ms / max {ev['lag_max'] * 1000:.1f} ms;"
-            f" drained {ev['drain_seconds']:.2f}s after the last publish; lost {ev['lost']:.0f}"
-        )
+    if not args.scrape_only:
+        with tempfile.TemporaryDirectory(prefix="bench-exporter-") as tmp:
+            ev = bench_events(args.redis_url, args.rate, args.seconds, Path(tmp), args.publishers)
+            print(
+                f"events: {ev['sent']} sent at {ev['rate']:.0f}/s for {args.seconds:.0f}s; "
+                f"exporter CPU {ev['cpu_percent']:.0f}% of one core, RSS {ev['rss_mb']:.0f} MB; "
+                f"behind by median {ev['behind_median']:.0f} / max {ev['behind_max']:.0f} events; "
+                f"event lag p50 {ev['lag_p50'] * 1000:.1f} ms / max {ev['lag_max'] * 1000:.1f} ms;"
+                f" drained {ev['drain_seconds']:.2f}s after the last publish; lost {ev['lost']:.0f}"
+            )
     with tempfile.TemporaryDirectory(prefix="bench-exporter-") as tmp:
         sc = bench_scrape(args.redis_url, args.dags, Path(tmp), args.scrapes)
         print(
             f"scrape: {sc['dags']} DAGs, {sc['samples']} samples, {sc['bytes'] / 1024:.0f} KiB;"
             f" /metrics p50 {sc['scrape_p50_s'] * 1000:.0f} ms, max "
-            f"{sc['scrape_max_s'] * 1000:.0f} ms (generate_latest "
-            f"{sc['generate_latest_s'] * 1000:.0f} ms); loading the DAGs {sc['load_dags_s']:.2f}s, "
-            f"one DB poll {sc['db_poll_s']:.2f}s"
+            f"{sc['scrape_max_s'] * 1000:.0f} ms; rendering alone, in-process: render.py "
+            f"{sc['renderer_s'] * 1000:.0f} ms, a Collector of *MetricFamily through "
+            f"generate_latest {sc['collector_s'] * 1000:.0f} ms, generate_latest on the registry "
+            f"{sc['generate_latest_s'] * 1000:.0f} ms; loading the DAGs "
+            f"{sc['load_dags_s']:.2f}s, one DB poll {sc['db_poll_s']:.2f}s"
         )
     redis.Redis.from_url(args.redis_url).flushdb()
     return 0
