@@ -87,11 +87,13 @@ def list_(as_json: bool) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts.")
 def check(as_json: bool) -> None:
     """Load every DAG; exit 1 if any module or DAG is broken (for CI in your repo)."""
+    from beatflow.dag.compile import compile_problems
     from beatflow.scheduler.checks import schedule_problems
 
     bag = _bag()
     unschedulable = schedule_problems(bag.dags.values())
-    ok = bag.ok and not unschedulable
+    uncompilable = compile_problems(bag.dags.values())
+    ok = bag.ok and not unschedulable and not uncompilable
     if as_json:
         echo_json(
             {
@@ -100,14 +102,15 @@ def check(as_json: bool) -> None:
                 "seconds": round(bag.seconds, 3),
                 "errors": [_error_json(e) for e in bag.errors],
                 "schedule_errors": unschedulable,
+                "compile_errors": uncompilable,
             }
         )
     else:
         for err in bag.errors:
             click.echo(f"error: {err}", err=True)
-        for problem in unschedulable:
+        for problem in [*unschedulable, *uncompilable]:
             click.echo(f"error: {problem}", err=True)
-        broken = len(bag.errors) + len(unschedulable)
+        broken = len(bag.errors) + len(unschedulable) + len(uncompilable)
         click.echo(f"{len(bag.dags)} DAGs loaded, {broken} broken ({bag.seconds:.2f}s)")
     sys.exit(0 if ok else 1)
 

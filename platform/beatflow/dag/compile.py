@@ -6,6 +6,7 @@ so no message embeds more than a bounded slice of the DAG."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 from celery import Celery, chain, group
@@ -32,6 +33,20 @@ def plan_for(dag: DAG) -> Plan:
         dag.plan_cache = build_plan(dag, fanout=FANOUT)
     plan: Plan = dag.plan_cache
     return plan
+
+
+def compile_problems(dags: Iterable[DAG]) -> list[str]:
+    """Build every DAG's plan and canvas (nothing is sent); one message per DAG that cannot
+    compile, so `beatflow dags check` fails on it instead of its first run."""
+    app = Celery("beatflow-check", set_as_current=False)
+    problems = []
+    for dag in dags:
+        try:
+            compile_run(app, dag, "check")
+        except Exception as exc:  # noqa: BLE001 - report every DAG, whatever broke
+            where = f" ({dag.file}:{dag.line})" if dag.file else ""
+            problems.append(f'DAG "{dag.dag_id}"{where} does not compile: {exc}')
+    return problems
 
 
 def task_signature(
