@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextvars
 import functools
+import re
 import sys
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -266,6 +267,13 @@ class Task:
             check_task_id(task_id)
         except InvalidIdError as exc:
             raise DagDefinitionError(f'DAG "{dag.dag_id}": {exc}', file=file, line=line) from None
+        problems = _option_problems(opts)
+        if problems:
+            raise DagDefinitionError(
+                f'task "{task_id}" of DAG "{dag.dag_id}": ' + "; ".join(problems),
+                file=file,
+                line=line,
+            )
         spec = TaskSpec(
             task_id=task_id,
             fn=self.fn,
@@ -301,6 +309,40 @@ class Task:
         while f"{base}__{n}" in dag.tasks:
             n += 1
         return f"{base}__{n}"
+
+
+_QUEUE_RE = re.compile(r"[A-Za-z0-9_.\-]+")
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float | timedelta) and not isinstance(value, bool)
+
+
+def _option_problems(opts: Mapping[str, Any]) -> list[str]:
+    """What is wrong with a task's options (types and ranges), each said with its value."""
+    problems: list[str] = []
+    retries = opts.get("retries", 0)
+    if not isinstance(retries, int) or isinstance(retries, bool) or retries < 0:
+        problems.append(f"retries must be an integer of 0 or more, got {retries!r:.40}")
+    defaults = {"retry_delay": 1.0, "retry_max_delay": 300.0}
+    for name in ("retry_delay", "retry_max_delay", "soft_time_limit", "time_limit"):
+        value = opts.get(name, defaults.get(name))
+        if value is None and name in ("soft_time_limit", "time_limit"):
+            continue
+        if value is None or not _is_number(value) or _seconds(value) < 0:
+            problems.append(f"{name} must be seconds (number or timedelta) >= 0, got {value!r:.40}")
+    backoff = opts.get("retry_backoff", 2.0)
+    if not _is_number(backoff) or isinstance(backoff, timedelta) or backoff < 1:
+        problems.append(f"retry_backoff must be a number of 1 or more, got {backoff!r:.40}")
+    priority = opts.get("priority")
+    if priority is not None and (
+        not isinstance(priority, int) or isinstance(priority, bool) or not 0 <= priority <= 9
+    ):
+        problems.append(f"priority must be an integer from 0 to 9, got {priority!r:.40}")
+    queue = opts.get("queue")
+    if queue is not None and (not isinstance(queue, str) or not _QUEUE_RE.fullmatch(queue)):
+        problems.append(f"queue must be letters, digits, '_', '.' and '-', got {queue!r:.40}")
+    return problems
 
 
 def _to_ref(value: Any) -> Any:

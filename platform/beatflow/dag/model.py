@@ -273,13 +273,16 @@ class DAG:
         """
         from beatflow.errors import ConfError
 
+        if conf is not None and not isinstance(conf, Mapping):
+            raise ConfError(self.dag_id, [f"conf must be a JSON object, got {type(conf).__name__}"])
         given = dict(conf or {})
         problems: list[str] = []
         for key in sorted(set(given) - set(self.params)):
             close = difflib.get_close_matches(key, list(self.params), n=1)
             hint = f' (did you mean "{close[0]}"?)' if close else ""
             known = ", ".join(sorted(self.params)) or "none"
-            problems.append(f'unknown key "{key}"{hint}; declared params: {known}')
+            name = key if len(key) <= 60 else f"{key[:60]}..."
+            problems.append(f'unknown key "{name}"{hint}; declared params: {known}')
         out: dict[str, Any] = {}
         for name, param in self.params.items():
             if name in given:
@@ -287,7 +290,7 @@ class DAG:
                 if param.type is not None and not _is_instance(value, param.type):
                     problems.append(
                         f'"{name}" must be {param.type_name()}, got {type(value).__name__} '
-                        f"{value!r}"
+                        f"{_shown(value)}"
                     )
                 out[name] = value
             elif param.required:
@@ -297,6 +300,12 @@ class DAG:
         if problems:
             raise ConfError(self.dag_id, problems)
         return out
+
+
+def _shown(value: Any, limit: int = 60) -> str:
+    """A value as an error message shows it: its repr, cut to ``limit`` characters."""
+    text = repr(value)
+    return text if len(text) <= limit else f"{text[:limit]}... ({len(text)} characters)"
 
 
 def _is_instance(value: Any, expected: type | tuple[type, ...]) -> bool:
