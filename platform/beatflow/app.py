@@ -12,6 +12,7 @@ from typing import Any
 from celery import Celery, signals
 
 from beatflow import plain
+from beatflow.celery_passthrough import install_config_masking
 from beatflow.dag.loader import load_dags as load_dags_folder
 from beatflow.execution.lease import LeaseKeeper
 from beatflow.execution.log_capture import install_log_capture
@@ -20,7 +21,7 @@ from beatflow.logs import configure_logging
 from beatflow.observability.flower import configure_if_flower
 from beatflow.runs import finish, fire, reconciler
 from beatflow.runtime import Runtime, attach, runtime_of
-from beatflow.settings import Settings
+from beatflow.settings import Settings, mask_url
 from beatflow.store import Store
 
 log = logging.getLogger(__name__)
@@ -49,6 +50,7 @@ def create_app(settings: Settings | None = None, *, load_dags: bool = True) -> C
     settings = settings or Settings.from_env()
     app = Celery("beatflow", set_as_current=False)
     app.conf.update(settings.celery_config())
+    install_config_masking(mask_url)  # `inspect conf`, Flower: every URL's password masked
     runtime = Runtime(
         app,
         settings,

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+from beatflow import celery_passthrough
 from beatflow.errors import SettingsError
 
 PREFIX = "BEATFLOW_"
@@ -92,6 +93,8 @@ class Settings:
     log_level: str = "INFO"
     instance: str = ""  # a name for this process in metrics/logs; empty: hostname
     extra: Mapping[str, str] = field(default_factory=dict, compare=False, repr=False)
+    # Celery settings passed through (BEATFLOW_CELERY_<SETTING>, see celery_passthrough.py)
+    celery_overrides: Mapping[str, Any] = field(default_factory=dict, compare=False)
 
     # ---------------------------------------------------------------- construction
 
@@ -101,7 +104,7 @@ class Settings:
         env = os.environ if environ is None else environ
         values: dict[str, Any] = {}
         problems: list[str] = []
-        known = {f.name for f in dataclasses.fields(cls) if f.name != "extra"}
+        known = {f.name for f in dataclasses.fields(cls)} - {"extra", "celery_overrides"}
         for name in sorted(known):
             var = PREFIX + name.upper()
             raw = env.get(var)
@@ -129,7 +132,10 @@ class Settings:
             and k[len(PREFIX) :].lower() not in known
             and not (k.endswith("_FILE") and k[len(PREFIX) : -5].lower() in FILE_SETTINGS)
             and not k.startswith(PREFIX + "TEST_")
+            and not k.startswith(celery_passthrough.CELERY_PREFIX)
         )
+        values["celery_overrides"], celery_problems = celery_passthrough.parse(env)
+        problems.extend(celery_problems)
         if problems:
             raise SettingsError(problems)
         settings = cls(**values)
@@ -225,7 +231,7 @@ class Settings:
         """Every setting by variable name, secrets masked: what ``beatflow config show`` prints."""
         out: dict[str, Any] = {}
         for f in dataclasses.fields(self):
-            if f.name == "extra":
+            if f.name in ("extra", "celery_overrides"):
                 continue
             value = getattr(self, f.name)
             if isinstance(value, tuple):
@@ -233,6 +239,9 @@ class Settings:
             elif isinstance(value, str):
                 value = _MASK if (_secret(f.name) and value) else mask_url(value)
             out[PREFIX + f.name.upper()] = value
+        for name, value in sorted(self.celery_overrides.items()):
+            shown = mask_url(value) if isinstance(value, str) else value
+            out[celery_passthrough.CELERY_PREFIX + name.upper()] = shown
         return out
 
     def __repr__(self) -> str:
@@ -253,7 +262,7 @@ class Settings:
             "socket_keepalive": True,
             "retry_on_timeout": True,
         }
-        return {
+        config = {
             "broker_url": connections.kombu_url(self.broker_url),
             "result_backend": connections.kombu_url(self.effective_result_backend_url),
             "broker_use_ssl": connections.ssl_options(self.broker_url),
@@ -305,6 +314,7 @@ class Settings:
             "redbeat_lock_key": "beatflow:redbeat::lock",
             "redbeat_lock_timeout": self.beat_lock_timeout,
         }
+        return celery_passthrough.apply(config, self.celery_overrides)
 
 
 PUBLISH_RETRY = {"max_retries": 3, "interval_start": 0, "interval_step": 0.5, "interval_max": 1}
