@@ -25,6 +25,7 @@ POD_KINDS = {
     "StatefulSet": ("spec", "template"),
     "Job": ("spec", "template"),
     "DaemonSet": ("spec", "template"),
+    "CronJob": ("spec", "jobTemplate", "spec", "template"),
 }
 
 Obj = dict[str, Any]

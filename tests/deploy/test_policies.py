@@ -69,9 +69,10 @@ def test_every_container_has_cpu_and_memory_requests_and_limits(target: str) -> 
 @pytest.mark.parametrize("target", TARGETS)
 def test_every_long_running_container_has_a_liveness_probe(target: str) -> None:
     for obj in _pods(render(target)):
-        if obj["kind"] == "Job":
+        if obj["kind"] in ("Job", "CronJob"):
             continue
-        for c in containers(obj):
+        # init containers (git-sync) run to completion before the pod starts: no probes there
+        for c in (pod_spec(obj) or {}).get("containers", []):
             assert "livenessProbe" in c, f"{obj['metadata']['name']}/{c['name']} has no probe"
 
 
@@ -125,6 +126,16 @@ def test_the_beat_is_the_only_scheduler_and_needs_no_writable_image_path(target:
                 assert any(schedule.startswith(m + "/") for m in mounts), schedule
 
 
+def _secret_env(container: Obj) -> set[str]:
+    """Variables the container gets from Secrets (secretKeyRef) or may get (envFrom secretRef)."""
+    names = {
+        e["name"] for e in container.get("env", []) if "secretKeyRef" in e.get("valueFrom", {})
+    }
+    if any("secretRef" in src for src in container.get("envFrom", [])):
+        names.add("*")
+    return names
+
+
 @pytest.mark.parametrize("target", TARGETS)
 def test_flower_never_runs_without_authentication(target: str) -> None:
     r = render(target)
@@ -133,16 +144,46 @@ def test_flower_never_runs_without_authentication(target: str) -> None:
         assert not flowers
         return
     assert flowers, f"{target}: no Flower container"
-    for obj, c in flowers:
+    for _obj, c in flowers:
         argv = command_line(c)
-        auth = [a for a in argv if a.startswith(("--basic-auth=", "--basic_auth=", "--auth="))]
-        assert auth, f"{obj['metadata']['name']}: Flower without --basic-auth"
-        secret_env = {
-            e["name"] for e in c.get("env", []) if "secretKeyRef" in e.get("valueFrom", {})
-        }
-        assert "BEATFLOW_FLOWER_PASSWORD" in secret_env, "Flower's password must come from a Secret"
-        assert "$(BEATFLOW_FLOWER_PASSWORD)" in auth[0]
+        # beatflow turns BEATFLOW_FLOWER_USER/PASSWORD into Flower's basic auth: a password on
+        # the command line would show in `ps`, /proc and the pod spec.
+        assert not [a for a in argv if "auth" in a or "PASSWORD" in a], argv
+        assert "BEATFLOW_FLOWER_PASSWORD" in _secret_env(c), "Flower's password from a Secret"
         assert "FLOWER_UNAUTHENTICATED_API" not in _env(c)
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_the_web_ui_runs_behind_its_login_with_secrets_from_the_environment(target: str) -> None:
+    r = render(target)
+    webs = [
+        (o, c)
+        for o in _pods(r)
+        for c in containers(o)
+        if command_line(c)[:2] == ["beatflow", "web"]
+    ]
+    if target.endswith("minimal-values.yaml"):
+        assert not webs
+        return
+    assert webs, f"{target}: no web UI container"
+    for obj, c in webs:
+        argv = command_line(c)
+        assert argv == ["beatflow", "web", "--port", "8080"]
+        assert not [a for a in argv if "PASSWORD" in a or "TOKEN" in a], argv
+        assert "BEATFLOW_WEB_PASSWORD" not in _env(c), "the password comes from a Secret"
+        assert _secret_env(c), f"{obj['metadata']['name']}: no Secret for the web login"
+        for probe in ("readinessProbe", "livenessProbe"):
+            assert c[probe]["httpGet"]["path"] == "/healthz"
+        assert {p["containerPort"] for p in c["ports"]} == {8080}
+    if not r.of_kind("NetworkPolicy"):
+        return  # network policies switched off (networkPolicy.enabled=false)
+    policy = [
+        p
+        for p in r.of_kind("NetworkPolicy")
+        if p["spec"]["podSelector"]["matchLabels"].get("app.kubernetes.io/component") == "web"
+    ]
+    assert policy, f"{target}: no NetworkPolicy for the web UI"
+    assert {p["port"] for rule in policy[0]["spec"]["ingress"] for p in rule["ports"]} == {8080}
 
 
 @pytest.mark.parametrize("target", TARGETS)
@@ -152,7 +193,7 @@ def test_worker_shutdown_outlasts_the_tasks_it_waits_for(target: str) -> None:
     workers = [o for o in r.of_kind("Deployment") if component(o) == "worker"]
     assert workers
     for obj in workers:
-        (c,) = list(containers(obj))
+        c = (pod_spec(obj) or {})["containers"][0]  # the worker (sidecars come after it)
         env = {**config, **_env(c)}
         soft, hard = int(env["BEATFLOW_TASK_SOFT_TIME_LIMIT"]), int(env["BEATFLOW_TASK_TIME_LIMIT"])
         argv = command_line(c)
@@ -215,5 +256,6 @@ def test_in_cluster_redis_and_postgres_admit_only_labelled_clients() -> None:
         "beatflow-worker-long",
         "beatflow-beat",
         "beatflow-flower",
+        "beatflow-web",
         "beatflow-exporter",
     }

@@ -1,15 +1,32 @@
 {{/* Names, labels and the pieces every beatflow pod shares. */}}
 
+{{- define "beatflow.name" -}}
+{{- .Values.nameOverride | default .Chart.Name | trunc 40 | trimSuffix "-" -}}
+{{- end -}}
+
 {{- define "beatflow.fullname" -}}
-{{- if contains .Chart.Name .Release.Name -}}
+{{- if .Values.fullnameOverride -}}
+{{- .Values.fullnameOverride | trunc 40 | trimSuffix "-" -}}
+{{- else -}}
+{{- $name := include "beatflow.name" . -}}
+{{- if contains $name .Release.Name -}}
 {{- .Release.Name | trunc 40 | trimSuffix "-" -}}
 {{- else -}}
-{{- printf "%s-%s" .Release.Name .Chart.Name | trunc 40 | trimSuffix "-" -}}
+{{- printf "%s-%s" .Release.Name $name | trunc 40 | trimSuffix "-" -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "beatflow.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create -}}
+{{- .Values.serviceAccount.name | default (include "beatflow.fullname" .) -}}
+{{- else -}}
+{{- .Values.serviceAccount.name | default "default" -}}
 {{- end -}}
 {{- end -}}
 
 {{- define "beatflow.selectorLabels" -}}
-app.kubernetes.io/name: beatflow
+app.kubernetes.io/name: {{ include "beatflow.name" .root }}
 app.kubernetes.io/instance: {{ .root.Release.Name }}
 app.kubernetes.io/component: {{ .component }}
 {{- end -}}
@@ -45,6 +62,65 @@ app.kubernetes.io/part-of: beatflow
 {{- .Values.redis.existingSecret | default (printf "%s-redis" (include "beatflow.fullname" .)) -}}
 {{- end -}}
 
+{{- define "beatflow.webSecret" -}}
+{{- .Values.web.auth.existingSecret | default (printf "%s-web" (include "beatflow.fullname" .)) -}}
+{{- end -}}
+
+{{/* The Secret the migration hook reads: hooks run before the release's own objects exist, so
+when the chart makes the connections Secret the hook gets a copy of its own, deleted once the
+hook succeeds (the release's Secret is an ordinary object: `helm uninstall` removes it). */}}
+{{- define "beatflow.migrateSecret" -}}
+{{- .Values.connections.existingSecret | default (printf "%s-migrate-env" (include "beatflow.fullname" .)) -}}
+{{- end -}}
+
+{{/* The connection URLs the chart stores, with the TLS options of .Values.tls added. */}}
+{{- define "beatflow.brokerUrl" -}}
+{{- $url := .Values.connections.brokerUrl -}}
+{{- if and .Values.tls.redis.enabled (not (contains "ssl_cert_reqs=" $url)) -}}
+{{- $q := list (printf "ssl_cert_reqs=%s" .Values.tls.redis.certReqs) -}}
+{{- if .Values.tls.redis.caSecret -}}
+{{- $q = append $q (printf "ssl_ca_certs=/etc/beatflow/tls/redis/%s" .Values.tls.redis.caKey) -}}
+{{- end -}}
+{{- $url = printf "%s%s%s" $url (ternary "&" "?" (contains "?" $url)) (join "&" $q) -}}
+{{- end -}}
+{{- $url -}}
+{{- end -}}
+
+{{- define "beatflow.databaseUrl" -}}
+{{- $url := .Values.connections.databaseUrl -}}
+{{- $q := list -}}
+{{- if and .Values.tls.postgres.sslmode (not (contains "sslmode=" $url)) -}}
+{{- $q = append $q (printf "sslmode=%s" .Values.tls.postgres.sslmode) -}}
+{{- end -}}
+{{- if and .Values.tls.postgres.rootCertSecret (not (contains "sslrootcert=" $url)) -}}
+{{- $q = append $q (printf "sslrootcert=/etc/beatflow/tls/postgres/%s" .Values.tls.postgres.rootCertKey) -}}
+{{- end -}}
+{{- if $q -}}
+{{- $url = printf "%s%s%s" $url (ternary "&" "?" (contains "?" $url)) (join "&" $q) -}}
+{{- end -}}
+{{- $url -}}
+{{- end -}}
+
+{{/* Ports the UIs may reach Redis on: the configured list plus the port of the broker URL or
+KEDA's Redis address when the chart knows them. */}}
+{{- define "beatflow.redisPorts" -}}
+{{- $ports := list -}}
+{{- range .Values.networkPolicy.redisPorts -}}{{- $ports = append $ports (int .) -}}{{- end -}}
+{{- range (list (regexReplaceAll "^[a-z+]+://([^@/]*@)?" .Values.connections.brokerUrl "") .Values.redis.address) -}}
+{{- $hostport := regexFind "^[^/:?]+:[0-9]+" . -}}
+{{- if $hostport -}}{{- $ports = append $ports (int (regexReplaceAll "^.*:" $hostport "")) -}}{{- end -}}
+{{- end -}}
+{{- toJson (uniq $ports) -}}
+{{- end -}}
+
+{{- define "beatflow.postgresPorts" -}}
+{{- $ports := list -}}
+{{- range .Values.networkPolicy.postgresPorts -}}{{- $ports = append $ports (int .) -}}{{- end -}}
+{{- $hostport := regexFind "^[^/:?]+:[0-9]+" (regexReplaceAll "^[a-z+]+://([^@/]*@)?" .Values.connections.databaseUrl "") -}}
+{{- if $hostport -}}{{- $ports = append $ports (int (regexReplaceAll "^.*:" $hostport "")) -}}{{- end -}}
+{{- toJson (uniq $ports) -}}
+{{- end -}}
+
 {{- define "beatflow.flowerSecret" -}}
 {{- .Values.flower.auth.existingSecret | default (printf "%s-flower" (include "beatflow.fullname" .)) -}}
 {{- end -}}
@@ -72,6 +148,13 @@ seccompProfile:
 
 {{/* Pod spec lines shared by every beatflow pod. */}}
 {{- define "beatflow.podCommon" -}}
+serviceAccountName: {{ include "beatflow.serviceAccountName" . }}
+{{ include "beatflow.podBase" . }}
+{{- end -}}
+
+{{/* podCommon without the ServiceAccount: for the pre-install migration hook, which runs before
+a ServiceAccount the chart creates exists (it uses the namespace's default SA on install). */}}
+{{- define "beatflow.podBase" -}}
 automountServiceAccountToken: false
 securityContext:
   {{- include "beatflow.podSecurityContext" . | nindent 2 }}
@@ -104,17 +187,138 @@ envFrom:
       name: {{ include "beatflow.connectionsSecret" . }}
 {{- end -}}
 
-{{- define "beatflow.tmpVolumeMount" -}}
+{{/* Volume mounts of a beatflow container: /tmp (the root is read-only), the TLS CAs, the
+git-synced dags (dags=true) and extraVolumeMounts. Call with (dict "root" $ "dags" bool). */}}
+{{- define "beatflow.volumeMounts" -}}
+{{- $v := .root.Values -}}
 volumeMounts:
   - name: tmp
     mountPath: /tmp
+  {{- if $v.tls.redis.caSecret }}
+  - name: redis-tls
+    mountPath: /etc/beatflow/tls/redis
+    readOnly: true
+  {{- end }}
+  {{- if $v.tls.postgres.rootCertSecret }}
+  - name: postgres-tls
+    mountPath: /etc/beatflow/tls/postgres
+    readOnly: true
+  {{- end }}
+  {{- if and .dags $v.dagsGitSync.enabled }}
+  - name: dags
+    mountPath: /git
+    readOnly: true
+  {{- end }}
+  {{- with $v.extraVolumeMounts }}
+  {{- toYaml . | nindent 2 }}
+  {{- end }}
 {{- end -}}
 
-{{- define "beatflow.tmpVolume" -}}
+{{- define "beatflow.volumes" -}}
+{{- $v := .root.Values -}}
 volumes:
   - name: tmp
     emptyDir:
       sizeLimit: 64Mi
+  {{- with $v.tls.redis.caSecret }}
+  - name: redis-tls
+    secret:
+      secretName: {{ . }}
+  {{- end }}
+  {{- with $v.tls.postgres.rootCertSecret }}
+  - name: postgres-tls
+    secret:
+      secretName: {{ . }}
+  {{- end }}
+  {{- if and .dags $v.dagsGitSync.enabled }}
+  - name: dags
+    emptyDir:
+      sizeLimit: 256Mi
+  {{- end }}
+  {{- with $v.extraVolumes }}
+  {{- toYaml . | nindent 2 }}
+  {{- end }}
+{{- end -}}
+
+{{- define "beatflow.tmpVolumeMount" -}}
+{{ include "beatflow.volumeMounts" (dict "root" . "dags" false) }}
+{{- end -}}
+
+{{- define "beatflow.tmpVolume" -}}
+{{ include "beatflow.volumes" (dict "root" . "dags" false) }}
+{{- end -}}
+
+{{/* git-sync as an init container: one clone of dagsGitSync.ref before the pod's processes
+start (they import the dags folder once). Emits list items for initContainers. */}}
+{{- define "beatflow.gitSyncInit" -}}
+{{- $g := .Values.dagsGitSync -}}
+{{- if $g.enabled }}
+- name: git-sync
+  image: {{ $g.image }}
+  imagePullPolicy: IfNotPresent
+  env:
+    - name: GITSYNC_REPO
+      value: {{ $g.repo | quote }}
+    - name: GITSYNC_REF
+      value: {{ $g.ref | quote }}
+    - name: GITSYNC_ROOT
+      value: /git
+    - name: GITSYNC_LINK
+      value: current
+    - name: GITSYNC_ONE_TIME
+      value: "true"
+    - name: GITSYNC_DEPTH
+      value: "1"
+    - name: HOME
+      value: /tmp
+  {{- with $g.existingSecret }}
+  envFrom:
+    - secretRef:
+        name: {{ . }}
+  {{- end }}
+  resources:
+    {{- toYaml $g.resources | nindent 4 }}
+  securityContext:
+    {{- include "beatflow.containerSecurityContext" . | nindent 4 }}
+  volumeMounts:
+    - name: dags
+      mountPath: /git
+    - name: tmp
+      mountPath: /tmp
+{{- end }}
+{{- end -}}
+
+{{/* Sidecars (extraContainers) as list items for a pod's containers. */}}
+{{- define "beatflow.extraContainers" -}}
+{{- with .Values.extraContainers }}
+{{ toYaml . }}
+{{- end }}
+{{- end -}}
+
+{{/* affinity (the beat's anti-affinity kept) and topology spread constraints for one
+component's pods. Call with (dict "root" $ "component" "worker"). */}}
+{{- define "beatflow.scheduling" -}}
+{{- $root := .root -}}
+{{- $sel := include "beatflow.selectorLabels" . | fromYaml -}}
+{{- $aff := deepCopy ($root.Values.affinity | default dict) -}}
+{{- if eq .component "beat" -}}
+{{- $term := dict "topologyKey" "kubernetes.io/hostname" "labelSelector" (dict "matchLabels" $sel) -}}
+{{- if eq $root.Values.beat.antiAffinity "hard" -}}
+{{- $_ := set $aff "podAntiAffinity" (dict "requiredDuringSchedulingIgnoredDuringExecution" (list $term)) -}}
+{{- else -}}
+{{- $_ := set $aff "podAntiAffinity" (dict "preferredDuringSchedulingIgnoredDuringExecution" (list (dict "weight" 100 "podAffinityTerm" $term))) -}}
+{{- end -}}
+{{- end -}}
+{{- with $aff }}
+affinity:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with $root.Values.topologySpreadConstraints }}
+topologySpreadConstraints:
+  {{- range . }}
+  - {{- toYaml (merge (deepCopy .) (dict "labelSelector" (dict "matchLabels" $sel))) | nindent 4 }}
+  {{- end }}
+{{- end }}
 {{- end -}}
 
 {{/* Cross-field checks that a JSON schema cannot express; each names the value to fix. */}}
@@ -149,6 +353,18 @@ volumes:
 {{- end -}}
 {{- if and .Values.flower.enabled (not .Values.flower.auth.existingSecret) (not .Values.flower.auth.password) -}}
 {{- fail "flower.auth: Flower never runs without authentication; set flower.auth.existingSecret or flower.auth.password (or flower.enabled=false)" -}}
+{{- end -}}
+{{- if and .Values.web.enabled (not .Values.web.auth.existingSecret) (not (and .Values.web.auth.password .Values.web.auth.secretKey)) -}}
+{{- fail "web.auth: beatflow web never runs without a login; set web.auth.existingSecret, or web.auth.password and web.auth.secretKey (or web.enabled=false)" -}}
+{{- end -}}
+{{- if and .Values.web.ingress.enabled (not .Values.web.ingress.host) -}}
+{{- fail "web.ingress.host is required when web.ingress.enabled is true" -}}
+{{- end -}}
+{{- if and .Values.tls.redis.enabled .Values.connections.brokerUrl (not (hasPrefix "rediss://" .Values.connections.brokerUrl)) (not (hasPrefix "sentinel" .Values.connections.brokerUrl)) -}}
+{{- fail "tls.redis.enabled: connections.brokerUrl must be a rediss:// URL (TLS), e.g. rediss://:password@host:6380/0" -}}
+{{- end -}}
+{{- if and .Values.dagsGitSync.enabled (not .Values.dagsGitSync.repo) -}}
+{{- fail "dagsGitSync.repo is required when dagsGitSync.enabled is true" -}}
 {{- end -}}
 {{- if and .Values.flower.ingress.enabled (not .Values.flower.ingress.host) -}}
 {{- fail "flower.ingress.host is required when flower.ingress.enabled is true" -}}
