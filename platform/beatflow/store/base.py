@@ -3,6 +3,8 @@ transactions take SQLite's write lock up front), error translation, row-to-recor
 
 from __future__ import annotations
 
+import os
+import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Self
@@ -38,6 +40,7 @@ class StoreBase:
         self.result_max_bytes = int(result_max_bytes)
         with translate_errors(url, "opening the database"):
             self._engine = create_engine(url, statement_timeout=statement_timeout)
+        _forget_connections_in_forked_children(self)
 
     @classmethod
     def from_settings(cls, settings: Settings) -> Self:
@@ -91,6 +94,21 @@ class StoreBase:
                 yield conn
 
 
+def _forget_connections_in_forked_children(store: StoreBase) -> None:
+    """A process forked after this store connected (a worker's pool child started after the
+    reconciler's thread connected in the parent, a replacement for a terminated child) must not
+    use the parent's pooled connections: two processes on one socket corrupt both. The child
+    drops them without closing them (SQLAlchemy's ``dispose(close=False)``) and connects anew."""
+    ref = weakref.ref(store)
+
+    def reset() -> None:
+        alive = ref()
+        if alive is not None:
+            alive._engine.dispose(close=False)
+
+    os.register_at_fork(after_in_child=reset)
+
+
 def dag_run_record(row: sa.RowMapping) -> DagRunRecord:
     return DagRunRecord(
         dag_id=row["dag_id"],
@@ -103,8 +121,8 @@ def dag_run_record(row: sa.RowMapping) -> DagRunRecord:
         started_at=row["started_at"],
         ended_at=row["ended_at"],
         leader_epoch=row["leader_epoch"],
-        resume_count=row.get("resume_count") or 0,
         failure_reason=row.get("failure_reason"),
+        resume_count=row.get("resume_count") or 0,
     )
 
 
