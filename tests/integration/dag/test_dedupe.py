@@ -15,13 +15,13 @@ pytestmark = pytest.mark.slow
 def test_a_message_delivered_twice_runs_the_task_once(cluster):
     final, tasks = cluster.run("t_effect")
     assert final.state == "success"
-    before = cluster.log().count("already success; not running it again")
+    done = f"task run t_effect/{final.run_id}/effect already success; not running it again"
     for _ in range(2):  # publish the same task message again, twice
         cluster.app.send_task("t_effect.effect", args=(final.run_id,))
-    wait_for(
-        lambda: cluster.log().count("already success; not running it again") >= before + 2,
+    wait_for(  # tied to this run: another test's duplicates cannot satisfy it
+        lambda: cluster.log().count(done) >= 2,
         timeout=30,
-        message="the duplicates to be handled",
+        message="this run's duplicates to be handled",
     )
     assert cluster.count(f"start-{final.run_id}") == 1
     assert cluster.tasks("t_effect", final.run_id)["effect"].try_number == 1
@@ -29,22 +29,31 @@ def test_a_message_delivered_twice_runs_the_task_once(cluster):
 
 def test_a_duplicate_arriving_while_the_task_runs_waits_and_does_not_run_it_again(cluster):
     record = trigger_dag(cluster.app, "t_effect", conf={"sleep": 2.0})
+    key = f"t_effect/{record.run_id}/effect"
     wait_for(
         lambda: cluster.count(f"start-{record.run_id}") == 1,
         timeout=30,
         message="the task to start",
     )
     cluster.app.send_task("t_effect.effect", args=(record.run_id,))
-    wait_for(lambda: "is held by" in cluster.log(), timeout=30, message="the duplicate to wait")
+    wait_for(
+        lambda: f"task run {key} is held by" in cluster.log(),
+        timeout=30,
+        message="this run's duplicate to wait for the live lease",
+    )
     final, tasks = cluster.wait("t_effect", record.run_id)
     assert final.state == "success"
     assert tasks["downstream"].result == 101
+    # Only the held duplicate can log this for this key, and only when it retries after the
+    # lease it waited for: the check below comes after the retry it would re-run the task in.
     wait_for(
-        lambda: cluster.log().count("already success; not running it again") >= 1,
-        timeout=30,
-        message="the waiting duplicate to find the stored result",
+        lambda: f"task run {key} already success; not running it again" in cluster.log(),
+        timeout=60,
+        message="the held duplicate to retry and find the stored result",
     )
     assert cluster.count(f"start-{record.run_id}") == 1
+    assert cluster.count(f"done-{record.run_id}") == 1
+    assert cluster.tasks("t_effect", record.run_id)["effect"].try_number == 1
 
 
 def test_a_dead_letter_replayed_after_a_fix_succeeds_under_the_same_dedupe_key(cluster):
