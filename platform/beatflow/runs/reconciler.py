@@ -49,6 +49,12 @@ if redis.call('get', KEYS[1]) == ARGV[1] then
 end
 return 0
 """
+_RELEASE = """
+if redis.call('get', KEYS[1]) == ARGV[1] then
+    return redis.call('del', KEYS[1])
+end
+return 0
+"""
 
 
 @dataclass
@@ -253,7 +259,7 @@ class Reconciler:
         if self._thread is not None:
             self._thread.join(timeout)
         with contextlib.suppress(redis.RedisError):  # hand the lease over at once
-            self.redis.eval(_RENEW, 1, LEASE_KEY, self.token, 1)
+            self.redis.eval(_RELEASE, 1, LEASE_KEY, self.token)
 
     def _run(self) -> None:
         while not self._stop.wait(self.interval):
