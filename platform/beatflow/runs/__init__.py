@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
+from beatflow.runs.follow import follow_run
 from beatflow.runs.lifecycle import (
     close_run,
     dispatch_waiting,
-    follow_run,
     make_run_id,
     trigger_dag,
 )

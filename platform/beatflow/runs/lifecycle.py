@@ -1,11 +1,10 @@
 """A DAG run's life: trigger (create the run record, check conf), dispatch (send its canvas,
-respecting max_active_runs), follow (watch it to the end), close (final state, next queued run)."""
+respecting max_active_runs), close (final state, next queued run). Following a run: runs.follow."""
 
 from __future__ import annotations
 
 import logging
-import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
@@ -18,11 +17,10 @@ from beatflow.dag.compile import compile_run
 from beatflow.errors import (
     BeatflowError,
     BrokerUnavailableError,
-    RunNotFoundError,
-    StoreUnavailableError,
 )
-from beatflow.execution import events, rules
+from beatflow.execution import announce, events, rules
 from beatflow.ids import check_run_id
+from beatflow.runs.follow import follow_run as follow_run  # moved there; old imports name it here
 from beatflow.runtime import Runtime, runtime_of
 from beatflow.states import DAG_RUN_ACTIVE, DAG_RUN_FINAL, DagRunState
 
@@ -203,6 +201,7 @@ def close_run(runtime: Runtime, dag_id: str, run_id: str) -> str:
         current = store.get_dag_run(dag_id, run_id)
         return current.state if current is not None else DagRunState.RUNNING
     record = store.finish_dag_run(dag_id, run_id, state)
+    announce.announce(runtime.app, dag_id, run_id, announce.RUN)
     log.info(
         "DAG run %s/%s finished: %s in %.3fs",
         dag_id,
@@ -242,47 +241,3 @@ def dispatch_quietly(runtime: Runtime, dag_id: str) -> int:
     except BrokerUnavailableError as exc:
         log.warning("%s", exc, extra={"dag_id": dag_id})
         return 0
-
-
-def follow_run(
-    app: Celery,
-    dag_id: str,
-    run_id: str,
-    *,
-    on_task_change: Callable[[TaskRunRecord], None] | None = None,
-    timeout: float = 3600.0,
-    poll: float = 0.1,
-) -> DagRunRecord:
-    """Watch a DAG run until it finishes; call ``on_task_change`` on every task state change.
-
-    Raises TimeoutError if it has not finished after ``timeout`` seconds.
-    """
-    store = runtime_of(app).store
-    deadline = time.monotonic() + timeout
-    seen: dict[str, tuple[str, int]] = {}
-    while True:
-        try:
-            run = store.get_dag_run(dag_id, run_id)
-            tasks = store.get_task_runs(dag_id, run_id) if run is not None else []
-        except StoreUnavailableError as exc:
-            # The run goes on without us: keep watching until the database is back.
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"results database unavailable: {exc}") from exc
-            log.warning(
-                "results database unavailable while following %s/%s; retrying", dag_id, run_id
-            )
-            time.sleep(min(1.0, poll * 10))
-            continue
-        if run is None:
-            raise RunNotFoundError(dag_id, run_id)
-        for t in tasks:
-            marker = (t.state, t.try_number)
-            if seen.get(t.dedupe_key) != marker:
-                seen[t.dedupe_key] = marker
-                if on_task_change is not None:
-                    on_task_change(t)
-        if run.state in FINISHED:
-            return run
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"DAG run {dag_id}/{run_id} still {run.state} after {timeout}s")
-        time.sleep(poll)

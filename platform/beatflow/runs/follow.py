@@ -1,0 +1,132 @@
+"""Following a DAG run to its end (``beatflow dags trigger --wait``, the Python API): woken by the
+run's announcements on Redis pub/sub (execution.announce), reading the results DB only when
+woken, with a slow poll as the fallback for a lost message or an unreachable Redis."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+import redis
+from celery import Celery
+
+from beatflow.errors import RunNotFoundError, StoreUnavailableError
+from beatflow.execution import announce
+from beatflow.runtime import runtime_of
+from beatflow.states import DAG_RUN_FINAL
+
+if TYPE_CHECKING:
+    from redis.client import PubSub
+
+    from beatflow.store import DagRunRecord, TaskRunRecord
+
+log = logging.getLogger(__name__)
+
+FALLBACK_POLL = 5.0  # seconds between reads when no announcement arrives
+
+
+class _Wakeups:
+    """The run's channel, subscribed before the first read so no announcement is missed."""
+
+    def __init__(self, app: Celery, dag_id: str, run_id: str, *, tasks: bool) -> None:
+        self.kinds = {announce.RUN, announce.TASK} if tasks else {announce.RUN}
+        self.pubsub: PubSub | None = None
+        client = announce.client_of(app)
+        if client is None:
+            return
+        try:
+            self.pubsub = client.pubsub(ignore_subscribe_messages=True)  # type: ignore[no-untyped-call]
+            self.pubsub.subscribe(announce.channel(dag_id, run_id))
+        except (redis.RedisError, OSError) as exc:
+            log.warning("cannot subscribe to the run's events (%s); polling instead", exc)
+            self.close()
+
+    def wait(self, seconds: float) -> None:
+        """Return on an announcement of interest (then drain the ones queued behind it, so a
+        burst costs one read) or after ``seconds``."""
+        if self.pubsub is None:
+            time.sleep(max(0.0, seconds))
+            return
+        until = time.monotonic() + max(0.0, seconds)
+        try:
+            while True:
+                left = until - time.monotonic()
+                message = self.pubsub.get_message(timeout=max(0.0, left))
+                if message is not None and _kind(message) in self.kinds:
+                    while self.pubsub.get_message(timeout=0.0) is not None:
+                        pass
+                    return
+                if left <= 0:
+                    return
+        except (redis.RedisError, OSError) as exc:
+            log.warning("lost the run's events (%s); polling instead", exc)
+            self.close()
+
+    def close(self) -> None:
+        if self.pubsub is not None:
+            with contextlib.suppress(redis.RedisError, OSError):
+                self.pubsub.close()
+            self.pubsub = None
+
+
+def _kind(message: dict[str, object]) -> str:
+    data = message.get("data")
+    return data.decode() if isinstance(data, bytes) else str(data)
+
+
+def follow_run(
+    app: Celery,
+    dag_id: str,
+    run_id: str,
+    *,
+    on_task_change: Callable[[TaskRunRecord], None] | None = None,
+    timeout: float = 3600.0,
+    poll: float = FALLBACK_POLL,
+) -> DagRunRecord:
+    """Watch a DAG run until it finishes; call ``on_task_change`` on every task state change.
+    Reads the results DB when the run announces a change, and every ``poll`` seconds anyway.
+
+    Raises RunNotFoundError for an unknown run, TimeoutError if it has not finished after
+    ``timeout`` seconds.
+    """
+    store = runtime_of(app).store
+    deadline = time.monotonic() + timeout
+    seen: dict[str, tuple[str, int]] = {}
+    wakeups = _Wakeups(app, dag_id, run_id, tasks=on_task_change is not None)
+    try:
+        while True:
+            try:
+                run = store.get_dag_run(dag_id, run_id)
+                tasks = (
+                    store.get_task_runs(dag_id, run_id)
+                    if run is not None and on_task_change is not None
+                    else []
+                )
+            except StoreUnavailableError as exc:
+                # The run goes on without us: keep watching until the database is back.
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"results database unavailable: {exc}") from exc
+                log.warning(
+                    "results database unavailable while following %s/%s; retrying", dag_id, run_id
+                )
+                time.sleep(min(1.0, poll))
+                continue
+            if run is None:
+                raise RunNotFoundError(dag_id, run_id)
+            for t in tasks:
+                marker = (t.state, t.try_number)
+                if seen.get(t.dedupe_key) != marker:
+                    seen[t.dedupe_key] = marker
+                    if on_task_change is not None:
+                        on_task_change(t)
+            if run.state in DAG_RUN_FINAL:
+                return run
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise TimeoutError(f"DAG run {dag_id}/{run_id} still {run.state} after {timeout}s")
+            wakeups.wait(min(poll, left))
+    finally:
+        wakeups.close()
