@@ -13,6 +13,7 @@ from beatflow.store.browse import BrowseMixin
 from beatflow.store.dag_runs import DagRunsMixin
 from beatflow.store.dead_letters import DeadLettersMixin
 from beatflow.store.engine import is_sqlite, sqlite_path, translate_errors
+from beatflow.store.hot import HotPathMixin
 from beatflow.store.maintenance import MaintenanceMixin
 from beatflow.store.run_control import RunControlMixin
 from beatflow.store.task_logs import TaskLogsMixin
@@ -28,6 +29,7 @@ class Store(
     RunControlMixin,
     TaskLogsMixin,
     BrowseMixin,
+    HotPathMixin,
 ):
     """The results database: DAG runs, task runs (claimed by dedupe key), dead letters, pauses.
 
