@@ -29,7 +29,22 @@ def dags() -> None:
 
 
 def _bag() -> DagBag:
-    return load_dags(load_settings().dags_folder)
+    """The dags folder as workers load it, checked against the plain tasks' names too. The
+    loader's own log lines are silenced: the command prints each error once."""
+    import logging
+
+    from beatflow.dag.loader import check_task_names
+
+    settings = load_settings()
+    logging.getLogger("beatflow.dag.loader").setLevel(logging.CRITICAL)
+    bag = load_dags(settings.dags_folder, skip_modules=settings.imports)
+    if settings.imports:
+        from beatflow import plain
+
+        app = get_app_or_exit(settings)
+        plain.install(app, settings, import_now=True)
+        check_task_names(bag, plain.plain_task_names(app))
+    return bag
 
 
 def _dag_json(dag: DAG, paused: bool | None) -> dict[str, Any]:

@@ -99,6 +99,18 @@ def load_dags(folder: str | Path, *, skip_modules: Collection[str] = ()) -> DagB
                 bag.errors.append(dag_or_error)
                 continue
             dag = dag_or_error
+            if dag.dag_id in RESERVED_DAG_IDS:
+                bag.errors.append(
+                    LoadError(
+                        str(path),
+                        dag.line,
+                        f'DAG id "{dag.dag_id}" is reserved: its tasks would be Celery tasks '
+                        f'named "{dag.dag_id}.<task>", the names of {dag.dag_id}\'s built-in '
+                        "tasks (e.g. beatflow.segment); rename the DAG",
+                        dag.dag_id,
+                    )
+                )
+                continue
             if dag.dag_id in seen:
                 first = seen[dag.dag_id]
                 bag.errors.append(
@@ -113,10 +125,44 @@ def load_dags(folder: str | Path, *, skip_modules: Collection[str] = ()) -> DagB
                 continue
             seen[dag.dag_id] = dag
             bag.dags[dag.dag_id] = dag
+    check_task_names(bag, ())
     bag.seconds = time.perf_counter() - started
     for err in bag.errors:
         log.warning("DAG load error: %s", err, extra={"file": err.file, "dag_id": err.dag_id})
     return bag
+
+
+def check_task_names(bag: DagBag, taken: Collection[str]) -> None:
+    """Move to ``bag.errors`` every DAG one of whose Celery task names (``<dag_id>.<task_id>``)
+    is in ``taken`` (plain Celery tasks from BEATFLOW_IMPORTS) or another DAG's: the second
+    registration would silently leave the first task in place."""
+    owners: dict[str, str] = {}
+    for dag_id, dag in sorted(bag.dags.items()):
+        clash = None
+        for task_id in dag.tasks:
+            name = f"{dag_id}.{task_id}"
+            if name in taken:
+                clash = f'a plain Celery task from BEATFLOW_IMPORTS is already named "{name}"'
+            elif name in owners:
+                clash = f'DAG "{owners[name]}" already has a task named "{name}"'
+            if clash:
+                break
+        if clash is None:
+            owners.update({f"{dag_id}.{t}": dag_id for t in dag.tasks})
+            continue
+        del bag.dags[dag_id]
+        bag.errors.append(
+            LoadError(
+                str(dag.file or bag.folder),
+                dag.line,
+                f'DAG "{dag_id}": {clash}; rename the DAG or the task',
+                dag_id,
+            )
+        )
+
+
+# DAG ids whose tasks would take the names of built-in Celery tasks (beatflow.segment, ...)
+RESERVED_DAG_IDS = frozenset({"beatflow", "celery"})
 
 
 def _load_module(folder: Path, path: Path) -> list[DAG | LoadError]:
