@@ -14,6 +14,7 @@ from beatflow.errors import (
     BrokerUnavailableError,
     ConfError,
     DagNotFoundError,
+    InvalidIdError,
     RunNotFoundError,
     StoreUnavailableError,
     UnknownTaskError,
@@ -37,7 +38,7 @@ def api_errors() -> Iterator[None]:
         raise
     except (DagNotFoundError, RunNotFoundError) as exc:
         raise ApiError(404, str(exc)) from exc
-    except UnknownTaskError as exc:
+    except (UnknownTaskError, InvalidIdError) as exc:
         raise ApiError(400, str(exc)) from exc
     except BrokerUnavailableError as exc:
         raise ApiError(503, str(exc)) from exc

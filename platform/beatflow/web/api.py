@@ -94,7 +94,7 @@ def list_dags(
     request: Request,
     q: str = Query("", max_length=250, description="substring of the DAG id"),
     offset: int = Query(0, ge=0),
-    limit: int = Query(100),
+    limit: int = Query(views.DAGS_PER_PAGE),
 ) -> dict[str, Any]:
     """DAGs (schedule, next run, paused, last runs) and broken modules with their errors."""
     return dag_page(request, q, offset, check_limit(limit))

@@ -179,8 +179,10 @@ def index(
     q: str = Query("", max_length=250),
     offset: int = Query(0, ge=0),
 ) -> Response:
-    data = dag_page(request, q, offset, 100)
-    return _render(request, "dags.html", who, q=q, offset=offset, **data)
+    data = dag_page(request, q, offset, views.DAGS_PER_PAGE)
+    return _render(
+        request, "dags.html", who, q=q, offset=offset, page_size=views.DAGS_PER_PAGE, **data
+    )
 
 
 def _dag_context(request: Request, dag_id: str) -> dict[str, Any]:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Protocol
 
 from beatflow.dag.loader import LoadError
 from beatflow.dag.model import DAG
@@ -18,6 +18,7 @@ from beatflow.web.schedule_words import schedule_words
 
 RESULT_PREVIEW_BYTES = 4096
 LAST_RUNS = 10
+DAGS_PER_PAGE = 50
 GRID_RUNS = 25
 
 # worst first: what a mapped task's cell shows when its instances differ
@@ -33,13 +34,23 @@ _SEVERITY = [
 ]
 
 
+# dag_id -> (schedule, asked at, next tick): no tick lies between the two, so the tick stays the
+# next one for any instant in [asked at, tick): the DAG list does not run croniter per DAG per view
+_NEXT_TICKS: dict[str, tuple[object, datetime, datetime]] = {}
+
+
 def next_run(dag: DAG, paused: bool, now: datetime | None = None) -> datetime | None:
     if dag.schedule is None or paused:
         return None
     now = now or datetime.now(UTC)
     start = dag.start_date
     after = max(now, start) if start is not None and start.tzinfo is not None else now
-    tick = dag.schedule.next_after(after)
+    cached = _NEXT_TICKS.get(dag.dag_id)
+    if cached is not None and cached[0] is dag.schedule and cached[1] <= after < cached[2]:
+        tick = cached[2]
+    else:
+        tick = dag.schedule.next_after(after)
+        _NEXT_TICKS[dag.dag_id] = (dag.schedule, after, tick)
     if dag.end_date is not None and dag.end_date.tzinfo is not None and tick > dag.end_date:
         return None
     return tick
@@ -49,7 +60,16 @@ def _iso(value: datetime | None) -> str | None:
     return value.isoformat() if value else None
 
 
-def dag_summary(dag: DAG, paused: bool, last_runs: Sequence[DagRunRecord]) -> dict[str, Any]:
+class RunLike(Protocol):
+    @property
+    def run_id(self) -> str: ...
+    @property
+    def state(self) -> str: ...
+    @property
+    def queued_at(self) -> datetime: ...
+
+
+def dag_summary(dag: DAG, paused: bool, last_runs: Sequence[RunLike]) -> dict[str, Any]:
     return {
         "dag_id": dag.dag_id,
         "description": dag.description,
@@ -73,7 +93,7 @@ def load_error_json(err: LoadError) -> dict[str, Any]:
     return {"file": err.file, "line": err.line, "dag_id": err.dag_id, "error": err.message}
 
 
-def dag_detail(dag: DAG, paused: bool, last_runs: Sequence[DagRunRecord]) -> dict[str, Any]:
+def dag_detail(dag: DAG, paused: bool, last_runs: Sequence[RunLike]) -> dict[str, Any]:
     depth = levels(dag)
     return {
         **dag_summary(dag, paused, last_runs),
