@@ -8,6 +8,8 @@ from typing import Any
 
 import click
 
+from beatflow.errors import BeatflowError
+
 # name -> "module:attribute" of a click command or group
 COMMANDS: dict[str, str] = {
     "config": "beatflow.cli.config:config",
@@ -38,8 +40,6 @@ class LazyGroup(click.Group):
         return command
 
     def invoke(self, ctx: click.Context) -> Any:
-        from beatflow.errors import BeatflowError
-
         try:
             return super().invoke(ctx)
         except BeatflowError as exc:

@@ -14,7 +14,7 @@ from typing import Any
 from zoneinfo import ZoneInfo
 
 from beatflow.dag.schedule import Schedule
-from beatflow.errors import DagDefinitionError
+from beatflow.errors import ConfError, DagDefinitionError
 
 TRIGGER_RULES = (
     "all_success",
@@ -271,8 +271,6 @@ class DAG:
 
         Raises ConfError listing every problem (unknown key, wrong type, missing value).
         """
-        from beatflow.errors import ConfError
-
         if conf is not None and not isinstance(conf, Mapping):
             raise ConfError(self.dag_id, [f"conf must be a JSON object, got {type(conf).__name__}"])
         given = dict(conf or {})
