@@ -456,11 +456,18 @@ def _db_url(raw: str) -> str:
         raise ValueError(
             "expected postgresql+psycopg://user:password@host:5432/db or sqlite:///path.db"
         )
-    if scheme == "postgres":  # what Heroku-style providers hand out
-        value = "postgresql" + value[len("postgres") :]
-    if value.startswith("postgresql://"):
-        value = "postgresql+psycopg://" + value[len("postgresql://") :]
-    return value
+    return psycopg_url(value)
+
+
+def psycopg_url(url: str) -> str:
+    """A PostgreSQL URL as SQLAlchemy's psycopg 3 dialect takes it: ``postgres://`` (what
+    Heroku-style providers hand out) and ``postgresql://`` become ``postgresql+psycopg://``;
+    an explicit driver is kept; any other URL is returned unchanged."""
+    scheme, sep, rest = url.partition("://")
+    base, _, driver = scheme.partition("+")
+    if not sep or base not in ("postgres", "postgresql"):
+        return url
+    return f"postgresql+{driver or 'psycopg'}://{rest}"
 
 
 _PARSERS: dict[str, Callable[[str], Any]] = {

@@ -22,7 +22,7 @@ from sqlalchemy import event, exc
 from sqlalchemy.pool import StaticPool
 
 from beatflow.errors import StoreError, StoreUnavailableError
-from beatflow.settings import mask_url
+from beatflow.settings import mask_url, psycopg_url
 
 SQLITE_BUSY_TIMEOUT_MS = 30_000
 PG_CONNECT_TIMEOUT_S = 10
@@ -91,9 +91,7 @@ def create_engine(url: str, *, statement_timeout: float | None = None) -> sa.Eng
     PostgreSQL connections send TCP keepalives (a half-open connection after a failover is
     noticed in ~30 s, not the kernel's ~15 min); ``statement_timeout`` (seconds) bounds every
     statement and the connect, for callers that must never hang (the beat)."""
-    parsed = sa.make_url(url)
-    if parsed.drivername in ("postgresql", "postgres"):
-        parsed = parsed.set(drivername="postgresql+psycopg")
+    parsed = sa.make_url(psycopg_url(url))
     if parsed.get_backend_name() == "sqlite":
         return _create_sqlite_engine(parsed)
     return sa.create_engine(
