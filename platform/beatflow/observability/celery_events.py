@@ -18,12 +18,15 @@ from celery import Celery
 
 from beatflow.execution import events as beatflow_events
 from beatflow.observability.metrics import Metrics
+from beatflow.states import DagRunState, TaskRunState
 
 log = logging.getLogger(__name__)
 
 TERMINAL = frozenset({"task-succeeded", "task-failed", "task-rejected", "task-revoked"})
-TASK_RUN_STATES = ("success", "up_for_retry", "failed")
-DAG_RUN_STATES = ("success", "failed")
+# The series created at zero for every DAG and task (the first increase must be visible); the
+# others appear when first counted.
+ZERO_TASK_RUN_STATES = (TaskRunState.SUCCESS, TaskRunState.UP_FOR_RETRY, TaskRunState.FAILED)
+ZERO_DAG_RUN_STATES = (DagRunState.SUCCESS, DagRunState.FAILED)
 _EXCEPTION_RE = re.compile(r"^\s*([\w.]+)\s*\(")
 
 
@@ -74,11 +77,11 @@ class EventHandler:
         """Create the zero series of every DAG's counters, so the first increase is visible."""
         m = self.metrics
         for dag_id, task_ids in dags:
-            for state in DAG_RUN_STATES:
+            for state in ZERO_DAG_RUN_STATES:
                 m.dag_runs.labels(dag=dag_id, state=state)
             m.sla_misses.labels(dag=dag_id)
             for task_id in task_ids:
-                for state in TASK_RUN_STATES:
+                for state in ZERO_TASK_RUN_STATES:
                     m.task_runs.labels(dag=dag_id, task=task_id, state=state)
 
     # ------------------------------------------------------------------ events
