@@ -16,6 +16,7 @@ import sqlalchemy as sa
 from beatflow.chaos.workload import DOOMED_TASKS, SCHEDULED
 from beatflow.dag.schedule import Schedule
 from beatflow.states import DAG_RUN_FINAL, DagRunState, TaskRunState
+from beatflow.times import as_utc
 
 FINAL = tuple(str(s) for s in DAG_RUN_FINAL)
 SHOWN = 5  # offending rows shown per failed check
@@ -48,7 +49,7 @@ def check_ticks(conn: sa.Connection, start: datetime, stop: datetime) -> Check:
             ),
             {"d": dag_id, "stop": stop},
         ).all()
-        seen = Counter(_utc(r[0]) for r in rows)
+        seen = Counter(as_utc(r[0]) for r in rows)
         ticks = expected_ticks(dag_id, start, stop)
         total += len(ticks)
         missing += [f"{dag_id}@{t.isoformat()}" for t in ticks if seen[t] == 0]
@@ -197,9 +198,9 @@ def check_slots(conn: sa.Connection, limits: dict[str, int]) -> Check:
     for dag_id, started, ended in conn.execute(
         sa.text("SELECT dag_id, started_at, ended_at FROM dag_runs WHERE started_at IS NOT NULL")
     ):
-        spans[dag_id].append((_utc(started), 1))
+        spans[dag_id].append((as_utc(started), 1))
         if ended is not None:
-            spans[dag_id].append((_utc(ended), -1))
+            spans[dag_id].append((as_utc(ended), -1))
     for dag_id, events in spans.items():
         level = peak = 0
         for _, step in sorted(events, key=lambda e: (e[0], e[1])):
@@ -214,9 +215,3 @@ def check_slots(conn: sa.Connection, limits: dict[str, int]) -> Check:
         f"{queued} runs still active after the drain, {len(over)} DAGs over their limit",
         over[:SHOWN],
     )
-
-
-def _utc(value: datetime) -> datetime:
-    from datetime import UTC
-
-    return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
