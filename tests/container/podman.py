@@ -4,10 +4,13 @@ containers run the way the issue's machines allow (runc, lowered rlimits, the ho
 
 from __future__ import annotations
 
+import base64
 import os
 import shutil
 import subprocess
 import time
+import urllib.error
+import urllib.request
 import uuid
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -19,6 +22,38 @@ LABEL = f"beatflow-test={uuid.uuid4().hex[:10]}"
 RUN_FLAGS = os.environ.get(
     "BEATFLOW_PODMAN_FLAGS", "--ulimit nofile=1024:1024 --ulimit nproc=1000:1000"
 ).split()
+
+
+# A DAG the beats fire every 2 seconds: a standby's first fire after a failover shows at once.
+TICKS_DAG = """
+from datetime import timedelta
+
+from beatflow import DAG, task
+
+
+@task
+def tick() -> int:
+    return 1
+
+
+with DAG("ctr_ticks", schedule=timedelta(seconds=2), catchup=False, max_active_runs=10000):
+    tick()
+"""
+
+
+def http_get(url: str, auth: tuple[str, str] | None = None) -> tuple[int, bytes]:
+    """(status, body) of a GET; status 0 when nothing answers."""
+    request = urllib.request.Request(url)
+    if auth is not None:
+        token = base64.b64encode(f"{auth[0]}:{auth[1]}".encode()).decode()
+        request.add_header("Authorization", f"Basic {token}")
+    try:
+        with urllib.request.urlopen(request, timeout=5) as response:
+            return int(response.status), response.read()
+    except urllib.error.HTTPError as exc:
+        return int(exc.code), b""
+    except OSError:
+        return 0, b""
 
 
 def available() -> str | None:

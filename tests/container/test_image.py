@@ -5,11 +5,8 @@ credentials; /metrics serves; and killing the beat leader's container lets the s
 
 from __future__ import annotations
 
-import base64
 import shutil
 import time
-import urllib.error
-import urllib.request
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -28,20 +25,6 @@ from tests.container import podman
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1200)]
 
-TICKS_DAG = """
-from datetime import timedelta
-
-from beatflow import DAG, task
-
-
-@task
-def tick() -> int:
-    return 1
-
-
-with DAG("ctr_ticks", schedule=timedelta(seconds=2), catchup=False, max_active_runs=10000):
-    tick()
-"""
 FLOWER_AUTH = ("ops", f"pw-{uuid.uuid4().hex[:8]}")
 
 
@@ -63,20 +46,6 @@ class Deployed:
         return [self.worker, *self.beats.values(), self.flower, self.exporter]
 
 
-def _status(url: str, auth: tuple[str, str] | None = None) -> tuple[int, bytes]:
-    request = urllib.request.Request(url)
-    if auth is not None:
-        token = base64.b64encode(f"{auth[0]}:{auth[1]}".encode()).decode()
-        request.add_header("Authorization", f"Basic {token}")
-    try:
-        with urllib.request.urlopen(request, timeout=5) as response:  # local URL
-            return int(response.status), response.read()
-    except urllib.error.HTTPError as exc:
-        return int(exc.code), b""
-    except OSError:
-        return 0, b""
-
-
 @pytest.fixture(scope="module")
 def deployed(
     image: str,
@@ -90,7 +59,7 @@ def deployed(
     # The containers read the dags folder as uid 10001: world-readable, mounted read-only.
     dags = tmp_path_factory.mktemp("ctr") / "dags"
     dags.mkdir()
-    (dags / "ctr_ticks.py").write_text(TICKS_DAG)
+    (dags / "ctr_ticks.py").write_text(podman.TICKS_DAG)
     shutil.copy(procs.ROOT / "dags" / "example_fan_out.py", dags)
     for path in (dags, *dags.iterdir()):
         path.chmod(0o755 if path.is_dir() else 0o644)
@@ -191,9 +160,11 @@ def test_every_container_runs_as_uid_10001_on_a_read_only_root(deployed: Deploye
 
 def test_flower_answers_401_without_credentials(deployed: Deployed) -> None:
     base = f"http://127.0.0.1:{deployed.flower_port}"
-    procs.wait_for(lambda: _status(f"{base}/healthcheck")[0] == 200, timeout=90, interval=0.5)
-    assert _status(f"{base}/api/workers")[0] == 401
-    assert _status(f"{base}/api/workers", FLOWER_AUTH)[0] == 200
+    procs.wait_for(
+        lambda: podman.http_get(f"{base}/healthcheck")[0] == 200, timeout=90, interval=0.5
+    )
+    assert podman.http_get(f"{base}/api/workers")[0] == 401
+    assert podman.http_get(f"{base}/api/workers", FLOWER_AUTH)[0] == 200
     # The password reached Flower through the environment, never its command line.
     argv = deployed.flower.inspect("{{.Config.Cmd}}")
     assert FLOWER_AUTH[1] not in argv
@@ -201,8 +172,8 @@ def test_flower_answers_401_without_credentials(deployed: Deployed) -> None:
 
 def test_the_exporter_serves_metrics(deployed: Deployed) -> None:
     url = f"http://127.0.0.1:{deployed.metrics_port}/metrics"
-    procs.wait_for(lambda: _status(url)[0] == 200, timeout=90, interval=0.5)
-    status, body = _status(url)
+    procs.wait_for(lambda: podman.http_get(url)[0] == 200, timeout=90, interval=0.5)
+    status, body = podman.http_get(url)
     assert status == 200
     assert b"celery_" in body and b"beatflow_" in body
 
