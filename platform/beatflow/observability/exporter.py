@@ -14,6 +14,7 @@ from http.server import ThreadingHTTPServer
 import redis
 from celery import Celery
 
+from beatflow import connections
 from beatflow.dag.loader import load_dags
 from beatflow.dag.model import DAG
 from beatflow.observability import broker
@@ -33,9 +34,7 @@ SLA_REPORTED_KEY = "beatflow:exporter:sla_reported"
 
 def redis_client(url: str, timeout: float = 2.0) -> redis.Redis:
     """A redis-py client with short timeouts (a blip must not hang a poll)."""
-    from beatflow.connections import redis_client as client_for
-
-    return client_for(url, timeout=timeout, decode_responses=False)
+    return connections.redis_client(url, timeout=timeout, decode_responses=False)
 
 
 class Exporter:
