@@ -144,6 +144,7 @@ class Settings:
             raise SettingsError(problems)
         if unknown:
             object.__setattr__(settings, "extra", {k: env[k] for k in unknown})
+            _warn_unknown(unknown, known)
         return settings
 
     def replace(self, **changes: Any) -> Settings:
@@ -322,6 +323,26 @@ PUBLISH_RETRY = {"max_retries": 3, "interval_start": 0, "interval_step": 0.5, "i
 FILE_SETTINGS = frozenset(
     {"web_password", "web_tokens", "web_secret_key", "api_token", "flower_password"}
 )
+
+
+_warned: set[str] = set()
+
+
+def _warn_unknown(unknown: list[str], known: set[str]) -> None:
+    """A misspelt variable is ignored, but said so (once per process), with a did-you-mean."""
+    import difflib
+    import logging
+
+    names = sorted(PREFIX + n.upper() for n in known)
+    for var in unknown:
+        if var in _warned:
+            continue
+        _warned.add(var)
+        close = difflib.get_close_matches(var, names, n=1, cutoff=0.75)
+        hint = f'; did you mean "{close[0]}"?' if close else ""
+        logging.getLogger(__name__).warning(
+            "%s is not a beatflow setting and is ignored%s", var, hint
+        )
 
 
 def _read_secret_file(path: str) -> str:

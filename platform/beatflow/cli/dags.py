@@ -263,25 +263,30 @@ def trigger(
     sys.exit(0 if final.state == "success" else 1)
 
 
-def _set_paused(dag_id: str, paused: bool) -> None:
+def _set_paused(dag_id: str, paused: bool, as_json: bool = False) -> None:
     runtime = runtime_or_exit()
     runtime.dag(dag_id)  # an unknown DAG ends the command here
     runtime.store.set_paused(dag_id, paused)
+    if as_json:
+        echo_json({"dag_id": dag_id, "paused": paused})
+        return
     click.echo(f"{dag_id} {'paused' if paused else 'unpaused'}")
 
 
 @dags.command()
 @click.argument("dag_id")
-def pause(dag_id: str) -> None:
+@click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts.")
+def pause(dag_id: str, as_json: bool) -> None:
     """Stop scheduling a DAG (from the next tick, on every beat replica; survives restarts)."""
-    _set_paused(dag_id, True)
+    _set_paused(dag_id, True, as_json)
 
 
 @dags.command()
 @click.argument("dag_id")
-def unpause(dag_id: str) -> None:
+@click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts.")
+def unpause(dag_id: str, as_json: bool) -> None:
     """Resume scheduling a paused DAG."""
-    _set_paused(dag_id, False)
+    _set_paused(dag_id, False, as_json)
 
 
 def _parse_date(value: str, name: str) -> datetime:

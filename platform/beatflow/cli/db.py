@@ -11,7 +11,7 @@ from typing import Any
 
 import click
 
-from beatflow.cli.common import load_settings
+from beatflow.cli.common import echo_json, load_settings
 from beatflow.errors import StoreError
 from beatflow.settings import mask_url
 from beatflow.store import Store
@@ -61,24 +61,32 @@ def db() -> None:
 
 
 @db.command()
-def upgrade() -> None:
+@click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts.")
+def upgrade(as_json: bool) -> None:
     """Upgrade the schema to this version's head revision (safe to run any number of times)."""
     with _store() as store:
         before = store.current_revision() if _exists(store) else None
         revision = store.upgrade()
         where = mask_url(store.url)
-        if before == revision:
+        if as_json:
+            echo_json({"database": where, "from": before, "revision": revision})
+        elif before == revision:
             click.echo(f"{where} already at revision {revision} (head)")
         else:
             click.echo(f"{where} upgraded from {before or 'empty'} to revision {revision} (head)")
 
 
 @db.command()
-def current() -> None:
+@click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts.")
+def current(as_json: bool) -> None:
     """Print the schema revision of the database and the one this code needs."""
     with _store() as store:
         revision = store.current_revision() if _exists(store) else None
         head = store.head_revision()
+        if as_json:
+            url = mask_url(store.url)
+            echo_json({"database": url, "revision": revision, "head": head, "ok": revision == head})
+            return
         state = "up to date" if revision == head else "behind: run `beatflow db upgrade`"
         click.echo(f"{mask_url(store.url)} at revision {revision or 'none'} (head {head}, {state})")
 
@@ -98,11 +106,15 @@ def current() -> None:
     show_default=True,
     help="DAG runs deleted per transaction.",
 )
-def prune(older_than: timedelta, batch_size: int) -> None:
+@click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts.")
+def prune(older_than: timedelta, batch_size: int, as_json: bool) -> None:
     """Delete finished DAG runs (with their task runs and dead letters) older than an age."""
     with _store() as store:
         store.check_schema()
         deleted = store.prune(older_than, batch_size=batch_size)
+        if as_json:
+            echo_json({"deleted": deleted, "older_than": _show(older_than)})
+            return
         click.echo(
             f"deleted {deleted} finished DAG run(s) that ended more than {_show(older_than)} ago"
         )

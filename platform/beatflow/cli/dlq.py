@@ -52,7 +52,8 @@ def show(letter_id: int, as_json: bool) -> None:
 @click.argument("letter_id", type=int)
 @click.option("--wait", is_flag=True, help="Follow the replayed run; exit 0 only on success.")
 @click.option("--timeout", type=float, default=3600.0, show_default=True)
-def replay(letter_id: int, wait: bool, timeout: float) -> None:
+@click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts.")
+def replay(letter_id: int, wait: bool, timeout: float, as_json: bool) -> None:
     """Run a dead letter's task again, as a new try under the same dedupe key, then the
     downstream tasks that did not run because of it; the DAG run is closed again."""
     from beatflow.runs import follow_run
@@ -60,11 +61,19 @@ def replay(letter_id: int, wait: bool, timeout: float) -> None:
 
     app = get_app_or_exit()
     run = replay_dead_letter(app, letter_id)
-    click.echo(f"replaying dead letter {letter_id} in run {run.dag_id}/{run.run_id}")
+    out = {"letter_id": letter_id, "dag_id": run.dag_id, "run_id": run.run_id, "state": None}
+    if not as_json:
+        click.echo(f"replaying dead letter {letter_id} in run {run.dag_id}/{run.run_id}")
     if wait:
         final = follow_run(app, run.dag_id, run.run_id, timeout=timeout)
-        click.echo(f"run {final.run_id}: {final.state}")
+        out["state"] = final.state
+        if as_json:
+            echo_json(out)
+        else:
+            click.echo(f"run {final.run_id}: {final.state}")
         raise SystemExit(0 if final.state == "success" else 1)
+    if as_json:
+        echo_json(out)
 
 
 @dlq.command()

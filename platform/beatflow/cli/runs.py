@@ -28,7 +28,10 @@ def runs() -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts.")
 def list_(dag_id: str | None, state: str | None, limit: int, as_json: bool) -> None:
     """Recent DAG runs, newest first (all DAGs, or DAG_ID's)."""
-    records = runtime_or_exit().store.list_dag_runs(dag_id, state=state, limit=limit)
+    runtime = runtime_or_exit()
+    records = runtime.store.list_dag_runs(dag_id, state=state, limit=limit)
+    if not records and dag_id is not None:
+        runtime.dag(dag_id)  # an unknown DAG is an error (with a did-you-mean), not "no runs"
     if as_json:
         echo_json([dag_run_json(r) for r in records])
         return

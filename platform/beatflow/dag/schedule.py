@@ -6,6 +6,7 @@ first instant after the gap (02:30 on a spring-forward night fires at 03:30)."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -25,6 +26,32 @@ PRESETS = {
 
 
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+CRON_FIELDS = (("minute", 0, 59), ("hour", 0, 23), ("day-of-month", 1, 31), ("month", 1, 12),
+               ("day-of-week", 0, 7))  # fmt: skip
+
+
+def cron_problem(expr: str) -> str:
+    """What is wrong with cron ``expr``, naming the field: "hour field 25 out of range 0-23"."""
+    parts = expr.split()
+    if len(parts) != 5:
+        return (
+            f"expected 5 fields (minute hour day-of-month month day-of-week), got {len(parts)}; "
+            "e.g. '0 * * * *'"
+        )
+    for i, (name, lo, hi) in enumerate(CRON_FIELDS):
+        probe = ["*"] * 5
+        probe[i] = parts[i]
+        if croniter.is_valid(" ".join(probe)):
+            continue
+        for token in parts[i].split(","):
+            base, _, step = token.partition("/")
+            for number in re.findall(r"\d+", base):
+                if not lo <= int(number) <= hi:
+                    return f"{name} field {number} out of range {lo}-{hi}"
+            if step.isdigit() and int(step) == 0:
+                return f"{name} field {parts[i]!r}: a step of 0"
+        return f"{name} field {parts[i]!r} is not valid"
+    return "the fields are valid one by one but not together"
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,10 +81,7 @@ class Schedule:
         if expr.startswith("@"):
             raise ValueError(f"unknown preset {value!r}; known: {', '.join(sorted(PRESETS))}")
         if len(expr.split()) != 5 or not croniter.is_valid(expr):
-            raise ValueError(
-                f"invalid cron expression {value!r}; expected 5 fields "
-                "(minute hour day-of-month month day-of-week), e.g. '0 * * * *'"
-            )
+            raise ValueError(f"invalid cron expression {value!r}: {cron_problem(expr)}")
         return cls(cron=expr, timezone=timezone)
 
     def describe(self) -> str:

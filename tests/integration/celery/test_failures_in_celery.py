@@ -5,8 +5,11 @@ by trigger rule and no downstream message is sent twice."""
 from __future__ import annotations
 
 import collections
+import json
 import os
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -152,3 +155,31 @@ def test_flowers_tasks_page_shows_the_failed_task(
     if artefacts:
         Path(artefacts).mkdir(parents=True, exist_ok=True)
         shutil.copy(shot, Path(artefacts) / shot.name)
+
+
+def test_dlq_replay_prints_json(stack: Stack, failed_run: object) -> None:
+    # last in this module: the replay runs burst (and its downstream) again
+    env = procs.beatflow_env(
+        {k: v for k, v in stack.cluster.env.items() if k != "BEATFLOW_TEST_MARKS"}
+    )
+    cli = [sys.executable, "-c", "import sys; from beatflow.cli import main; sys.exit(main())"]
+    listed = subprocess.run(
+        [*cli, "dlq", "list", "--json"], env=env, capture_output=True, text=True, timeout=120
+    )
+    assert listed.returncode == 0, listed.stderr[-2000:]
+    letter = next(d for d in json.loads(listed.stdout) if d["task_id"] == "burst")
+    replayed = subprocess.run(
+        [*cli, "dlq", "replay", str(letter["id"]), "--json", "--wait", "--timeout", "90"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=150,
+    )
+    out = json.loads(replayed.stdout)
+    assert out == {
+        "letter_id": letter["id"],
+        "dag_id": "c_fail",
+        "run_id": letter["run_id"],
+        "state": "failed",  # burst fails again
+    }
+    assert replayed.returncode == 1
