@@ -23,7 +23,7 @@ from celery.exceptions import Ignore, Reject, Retry
 
 from beatflow.dag.authoring import _context
 from beatflow.dag.compile import map_signatures
-from beatflow.dag.model import DAG, Ref, TaskSpec
+from beatflow.dag.model import DAG, Ref, TaskSpec, map_leaves
 from beatflow.errors import (
     BeatflowError,
     InvalidIdError,
@@ -331,15 +331,7 @@ def _inputs(
     results = upstream_results(dag, (t for t in rows if t.task_id != spec.task_id))
 
     def resolve(value: Any) -> Any:
-        if isinstance(value, Ref):
-            return results.get(value.task_id)
-        if isinstance(value, list):
-            return [resolve(v) for v in value]
-        if isinstance(value, tuple):
-            return tuple(resolve(v) for v in value)
-        if isinstance(value, dict):
-            return {k: resolve(v) for k, v in value.items()}
-        return value
+        return map_leaves(value, lambda v: results.get(v.task_id) if isinstance(v, Ref) else v)
 
     args = tuple(resolve(a) for a in spec.args)
     kwargs = {k: resolve(v) for k, v in spec.kwargs.items()}
