@@ -126,3 +126,10 @@ def test_the_tasks_command_lists_the_dedupe_rows(plain: Cluster) -> None:
     assert rows["invoice:C3"]["state"] == "success"
     assert rows["invoice:C3"]["task"] == "billing.send_invoice"
     assert rows["invoice:C3"]["result"] == "sent C3 for 1"
+
+
+def test_two_concurrent_calls_with_one_key_run_the_body_once(plain: Cluster) -> None:
+    task = plain.app.tasks["billing.slow_invoice"]
+    first, second = task.delay("S1"), task.delay("S1")  # the worker runs both at once
+    assert first.get(timeout=60) == second.get(timeout=60) == "done S1"
+    assert plain.count("slow-S1") == 1

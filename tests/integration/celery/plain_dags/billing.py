@@ -52,3 +52,12 @@ def flaky(self, n: str) -> int:
 def doomed(n: str) -> None:
     mark(f"doomed-{n}")
     raise ValueError(f"doomed {n}")
+
+
+@shared_task(base=beatflow.Idempotent, dedupe_key="slow:{key}")
+def slow_invoice(key: str) -> str:
+    import time
+
+    mark(f"slow-{key}")
+    time.sleep(1.5)  # long enough for the second call to find the key held
+    return f"done {key}"
