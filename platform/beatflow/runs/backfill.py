@@ -10,6 +10,8 @@ from typing import TYPE_CHECKING
 from celery import Celery
 
 from beatflow.errors import SchedulerError
+from beatflow.runs.lifecycle import make_run_id, trigger_dag
+from beatflow.runtime import runtime_of
 
 if TYPE_CHECKING:
     from beatflow.store import DagRunRecord
@@ -20,8 +22,6 @@ MAX_BACKFILL_TICKS = 10_000
 def backfill_ticks(app: Celery, dag_id: str, start: datetime, end: datetime) -> list[datetime]:
     """The ticks of ``dag_id`` in ``[start, end]``, inside its start_date/end_date, oldest first.
     ``end`` is clamped to now: a future tick is the beat's to fire, not a backfill's."""
-    from beatflow.runtime import runtime_of
-
     dag = runtime_of(app).dag(dag_id)
     if dag.schedule is None:
         raise SchedulerError(
@@ -55,8 +55,6 @@ def backfill_ticks(app: Celery, dag_id: str, start: datetime, end: datetime) -> 
 def backfill(app: Celery, dag_id: str, start: datetime, end: datetime) -> list[DagRunRecord]:
     """Create (or find) one DAG run per tick in ``[start, end]``; extra runs beyond the DAG's
     max_active_runs wait queued. Returns the runs, oldest first."""
-    from beatflow.runs import make_run_id, trigger_dag
-
     return [
         trigger_dag(
             app,
