@@ -12,7 +12,6 @@ from typing import Any
 import click
 
 from beatflow.cli.common import echo_json, load_settings
-from beatflow.errors import StoreError
 from beatflow.settings import mask_url
 from beatflow.store import Store
 
@@ -42,17 +41,13 @@ class Age(click.ParamType):  # type: ignore[type-arg]
 
 @contextmanager
 def _store() -> Iterator[Store]:
-    """A store for BEATFLOW_DATABASE_URL; any store error ends the command with its message."""
-    settings = load_settings()
-    store: Store | None = None
+    """A store for BEATFLOW_DATABASE_URL, closed after the command (a store error ends the
+    command with its message: ``LazyGroup.invoke`` reports every BeatflowError)."""
+    store = Store.from_settings(load_settings())
     try:
-        store = Store.from_settings(settings)
         yield store
-    except StoreError as exc:
-        raise click.ClickException(str(exc)) from exc
     finally:
-        if store is not None:
-            store.close()
+        store.close()
 
 
 @click.group()
