@@ -1,5 +1,7 @@
 """DAG layer benchmark: beatflow vs the same work in raw Celery canvas, side by side in one run,
 on the same Redis and the same worker process (results DB on PostgreSQL). Prints ratios.
+The raw tasks here run inside beatflow's worker and configuration, so they carry part of its
+overhead; bench_throughput.py compares against a stock Celery app in its own worker instead.
 
     .venv/bin/python bench/bench_dags.py [--repeat 5] [--redis redis://127.0.0.1:6379/13]
         [--pg-admin postgresql+psycopg://postgres@127.0.0.1:5432/test] [--big 10000]

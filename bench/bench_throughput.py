@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import statistics
 import sys
 import tempfile
@@ -353,6 +354,8 @@ def main() -> None:
     parser.add_argument("--only", default="", help="comma-separated row numbers (1-based)")
     parser.add_argument("--no-counters", action="store_true")
     args = parser.parse_args()
+    # SIGTERM (timeout, kill) unwinds like Ctrl-C, so the finally below stops both workers
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
 
     tmp = Path(tempfile.mkdtemp(prefix="beatflow-speed-"))
     dags = tmp / "dags"
