@@ -200,3 +200,59 @@ def test_web_secrets_come_from_files_and_every_mistake_is_reported(tmp_path: Pat
     assert "both set" in text and "cannot read the secret file" in text
     assert "tokens of at least 16 characters" in text and "http://" in text
     assert "short" not in text  # the bad token itself is masked
+
+
+DAG_MODULE = """
+from beatflow import DAG, task
+
+@task
+def hello() -> str:
+    return "hi"
+
+with DAG("{name}"):
+    hello()
+"""
+
+
+def test_a_new_dag_module_shows_up_without_restarting_the_web_server(tmp_path: Path) -> None:
+    import threading
+
+    import httpx
+    import uvicorn
+
+    from beatflow.web import create_web_app
+
+    dags = tmp_path / "dags"
+    dags.mkdir()
+    (dags / "first.py").write_text(DAG_MODULE.format(name="first"))
+    settings = Settings(
+        database_url=f"sqlite:///{tmp_path / 'results.db'}",
+        dags_folder=str(dags),
+        web_password="pw",
+        web_tokens="ci:0123456789abcdef",
+        schedule_sync_interval=0.5,
+    )
+    config = uvicorn.Config(
+        create_web_app(settings), host="127.0.0.1", port=0, log_config=None, access_log=False
+    )
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    try:
+        wait_for(lambda: server.started, 30, 0.05, "uvicorn to start")
+        port = server.servers[0].sockets[0].getsockname()[1]
+        headers = {"Authorization": "Bearer 0123456789abcdef"}
+        with httpx.Client(base_url=f"http://127.0.0.1:{port}", headers=headers) as c:
+
+            def ids() -> list[str]:
+                return [d["dag_id"] for d in c.get("/api/v1/dags").json()["dags"]]
+
+            assert ids() == ["first"]
+            (dags / "second.py").write_text(DAG_MODULE.format(name="second"))
+            (dags / "broken.py").write_text("import nowhere_to_be_found\n")
+            wait_for(lambda: ids() == ["first", "second"], 30, 0.1, "the new DAG to show")
+            errors = c.get("/api/v1/dags").json()["errors"]
+            assert [e["file"].endswith("broken.py") for e in errors] == [True]
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)

@@ -315,7 +315,8 @@ def get_task_run(
 def get_tries(
     request: Request, dag_id: str, run_id: str, task_id: str, map_index: int = Query(-1, ge=-1)
 ) -> dict[str, Any]:
-    """Each try: when it logged (from the captured logs), and the latest try's outcome."""
+    """Each try: when it logged (from the captured logs; read its lines with ``/logs``), and the
+    latest try's state and error (earlier tries' outcomes are not stored: state null)."""
     t = _task(request, dag_id, run_id, task_id, map_index)
     with actions.api_errors():
         logged = runtime(request).store.task_log_tries(dag_id, run_id, task_id, map_index)
@@ -324,7 +325,7 @@ def get_tries(
         tries.setdefault(n, {"try_number": n, "first_log_at": None, "last_log_at": None})
     for n, entry in tries.items():
         latest = n == t.try_number
-        entry["state"] = t.state if latest else "failed"
+        entry["state"] = t.state if latest else None  # only the latest try's outcome is kept
         entry["error"] = t.error if latest else None
         for key in ("first_log_at", "last_log_at"):
             value = entry.get(key)

@@ -17,7 +17,7 @@ from beatflow.errors import SettingsError
 from beatflow.runtime import Runtime
 from beatflow.settings import Settings
 from beatflow.web.auth import Auth
-from beatflow.web.deps import api_user
+from beatflow.web.deps import DagsWatcher, api_user
 from beatflow.web.limits import MAX_BODY_BYTES, ApiError, BodyLimit
 
 log = logging.getLogger(__name__)
@@ -48,6 +48,7 @@ def create_web_app(settings: Settings, runtime: Runtime | None = None) -> FastAP
         openapi_url=None,
     )
     app.state.runtime = runtime
+    app.state.dags_watcher = DagsWatcher(runtime)
     app.state.auth = Auth(settings)
     app.state.settings = settings
 

@@ -4,17 +4,54 @@ app, the authenticated caller, JSON bodies parsed with clear errors."""
 from __future__ import annotations
 
 import json
+import logging
+import threading
+import time
+from pathlib import Path
 from typing import Any
 
 from fastapi import Request
 
 from beatflow.runtime import Runtime
+from beatflow.scheduler.folder import folder_signature
 from beatflow.web.auth import CSRF_HEADER, SAFE_METHODS, Auth, Principal, csrf_ok
 from beatflow.web.limits import ApiError
+
+log = logging.getLogger(__name__)
+
+
+class DagsWatcher:
+    """Reloads the dags folder when a module changed (checked at most every
+    BEATFLOW_SCHEDULE_SYNC_INTERVAL seconds), so the pages show new and changed DAGs and
+    broken modules without a restart, as the beat picks them up."""
+
+    def __init__(self, rt: Runtime) -> None:
+        self.runtime = rt
+        self.folder = Path(rt.settings.dags_folder)
+        self.every = rt.settings.schedule_sync_interval
+        self._next = time.monotonic() + self.every
+        self._signature = folder_signature(self.folder)
+        self._lock = threading.Lock()
+
+    def check(self) -> None:
+        if time.monotonic() < self._next or not self._lock.acquire(blocking=False):
+            return
+        try:
+            self._next = time.monotonic() + self.every
+            signature = folder_signature(self.folder)
+            if signature != self._signature:
+                self._signature = signature
+                bag = self.runtime.reload()
+                log.info("dags folder changed: %d DAGs, %d broken", len(bag.dags), len(bag.errors))
+        finally:
+            self._lock.release()
 
 
 def runtime(request: Request) -> Runtime:
     rt: Runtime = request.app.state.runtime
+    watcher: DagsWatcher | None = getattr(request.app.state, "dags_watcher", None)
+    if watcher is not None:
+        watcher.check()
     return rt
 
 
