@@ -152,12 +152,18 @@ def test_a_failed_task_run_without_a_dead_letter_fails_the_dead_letter_check(
         assert checks.check_dead_letters(conn).ok
 
 
-def test_more_runs_at_once_than_the_limit_fails_the_slot_check(engine: sa.Engine) -> None:
-    t = START
-    for i in range(3):  # three overlapping runs
-        add_run(engine, "chaos_map", t + timedelta(seconds=i), started=t + timedelta(seconds=i),
-                ended=t + timedelta(seconds=10))  # fmt: skip
+def test_more_runs_at_once_than_the_limit_or_a_run_left_active_fails_the_slot_check(
+    engine: sa.Engine,
+) -> None:
+    for i in range(3):
+        add_run(engine, "chaos_map", START + timedelta(seconds=i), state="running")
     with engine.connect() as conn:
-        assert checks.check_slots(conn, {"chaos_map": 3}).ok
-        result = checks.check_slots(conn, {"chaos_map": 2})
+        peaks = checks.running_by_dag(conn)
+        assert peaks == {"chaos_map": 3}
+        assert not checks.check_slots(conn, {"chaos_map": 3}, peaks).ok  # still active
+    with engine.begin() as conn:
+        conn.execute(sa.text("UPDATE dag_runs SET state = 'success'"))
+    with engine.connect() as conn:
+        assert checks.check_slots(conn, {"chaos_map": 3}, peaks).ok
+        result = checks.check_slots(conn, {"chaos_map": 2}, peaks)
     assert not result.ok and "3 running at once, limit 2" in result.evidence[0]

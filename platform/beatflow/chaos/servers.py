@@ -11,6 +11,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -139,6 +140,12 @@ class ChaosPostgres:
     def __post_init__(self) -> None:
         self.bindir = _postgres_bindir()
         self.user = _os_user()
+        self.owned_dir: Path | None = None
+        if self.user is not None:
+            # The postgres user must reach its data folder: a private folder of root's (a test's
+            # tmp_path, a home) is closed to it, so the cluster lives in a /tmp folder of its own.
+            self.owned_dir = Path(tempfile.mkdtemp(prefix="beatflow-chaos-pg-"))
+            self.workdir = self.owned_dir
 
     @property
     def datadir(self) -> Path:
@@ -186,3 +193,5 @@ class ChaosPostgres:
     def close(self) -> None:
         with contextlib.suppress(ChaosSetupError, subprocess.TimeoutExpired):
             self.stop()
+        if self.owned_dir is not None:
+            shutil.rmtree(self.owned_dir, ignore_errors=True)
