@@ -319,9 +319,20 @@ class Settings:
 
 
 PUBLISH_RETRY = {"max_retries": 3, "interval_start": 0, "interval_step": 0.5, "interval_max": 1}
-# secrets that may also come from a file named by <VAR>_FILE (Docker/Kubernetes secrets)
+# secrets that may also come from a file named by <VAR>_FILE (Docker/Kubernetes secrets); the
+# URLs are here because they carry the Redis and PostgreSQL passwords
 FILE_SETTINGS = frozenset(
-    {"web_password", "web_tokens", "web_secret_key", "api_token", "flower_password"}
+    {
+        "web_password",
+        "web_tokens",
+        "web_secret_key",
+        "api_token",
+        "flower_password",
+        "broker_url",
+        "result_backend_url",
+        "redbeat_url",
+        "database_url",
+    }
 )
 
 
