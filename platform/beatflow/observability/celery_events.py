@@ -77,12 +77,12 @@ class EventHandler:
         """Create the zero series of every DAG's counters, so the first increase is visible."""
         m = self.metrics
         for dag_id, task_ids in dags:
-            for state in ZERO_DAG_RUN_STATES:
-                m.dag_runs.labels(dag=dag_id, state=state)
+            for run_state in ZERO_DAG_RUN_STATES:
+                m.dag_runs.labels(dag=dag_id, state=run_state)
             m.sla_misses.labels(dag=dag_id)
             for task_id in task_ids:
-                for state in ZERO_TASK_RUN_STATES:
-                    m.task_runs.labels(dag=dag_id, task=task_id, state=state)
+                for task_state in ZERO_TASK_RUN_STATES:
+                    m.task_runs.labels(dag=dag_id, task=task_id, state=task_state)
 
     # ------------------------------------------------------------------ events
 
