@@ -1,9 +1,15 @@
-"""Beat failover after SIGKILL (or SIGTERM) of the leader, with a 1-second schedule and two beats:
-beatflow's shipped defaults side by side with RedBeat out of the box and RedBeat hand-tuned.
+"""Beat failover after SIGKILL (or SIGTERM, or SIGSTOP then SIGCONT) of the leader, with a
+1-second schedule and two beats: beatflow's shipped defaults side by side with RedBeat out of the
+box and RedBeat hand-tuned.
 
     .venv/bin/python bench/bench_failover.py --mode beatflow --failovers 12
     .venv/bin/python bench/bench_failover.py --mode redbeat-tuned --failovers 12
     .venv/bin/python bench/bench_failover.py --mode redbeat-default --failovers 1   # ~30 min
+    .venv/bin/python bench/bench_failover.py --mode beatflow --signal STOP --failovers 6
+
+STOP freezes the leader for three lock timeouts, then resumes it (SIGCONT): it must publish
+nothing more (``stale_publishes``) and no DAG run of its epoch may appear after the new leader's
+first run (``stale_runs``); it rejoins as the standby.
 
 Every beat records each message it publishes (time, instance, tick) in a Redis list through
 Celery's ``before_task_publish`` signal, so both schedulers are timed the same way. Takeover =
@@ -34,6 +40,8 @@ import redis
 
 ROOT = Path(__file__).resolve().parent.parent
 FIRES = "bench:failover:fires"
+REPLICA = "beatflow:beat:replica:"
+LOCK_TIMEOUT = 2.0  # beatflow's shipped BEATFLOW_BEAT_LOCK_TIMEOUT
 
 DAG_SOURCE = """
 from datetime import timedelta
@@ -249,6 +257,7 @@ def run(
             time.sleep(random.uniform(0.0, 1.0))
             killed = time.time()
             os.killpg(h.procs[leader].pid, sig)
+            cont = None
             new = h.wait(
                 lambda k=killed, lead=leader: next(
                     (f for f in h.fires() if f["t"] > k and f["instance"] != lead), None
@@ -282,11 +291,26 @@ def run(
                     "lost_ticks_redbeat": lost_rb,
                 }
             )
+            if sig == signal.SIGSTOP:
+                # frozen past three lock timeouts while the new leader fires, then woken up
+                h.wait(lambda k=killed: time.time() > k + 3 * LOCK_TIMEOUT, 30, "the freeze")
+                cont = time.time()
+                os.killpg(h.procs[leader].pid, signal.SIGCONT)
+                h.wait(
+                    lambda lead=leader: "follower" in (h.client.get(f"{REPLICA}{lead}") or ""),
+                    30,
+                    "the woken leader to rejoin as standby",
+                )
+                time.sleep(1.0)
+                results[-1]["stale_publishes"] = sum(
+                    1 for f in h.fires() if f["instance"] == leader and f["t"] > cont
+                )
             print(json.dumps(results[-1]), flush=True)
-            h.procs[leader].wait(30)
-            h.spawn(f"b{serial}", "beat")
-            h.wait_standby(f"b{serial}")
-            serial += 1
+            if sig != signal.SIGSTOP:
+                h.procs[leader].wait(30)
+                h.spawn(f"b{serial}", "beat")
+                h.wait_standby(f"b{serial}")
+                serial += 1
         summary: dict[str, Any] = {"mode": mode, "signal": sig.name, "failovers": results}
         takeovers = [r["takeover_s"] for r in results]
         summary["takeover_median_s"] = round(statistics.median(takeovers), 3)
@@ -311,6 +335,20 @@ def run(
             summary["dag_runs"] = len(runs)
             summary["lost_runs"] = sum(1 for t in range(first, last + 1) if t not in per_date)
             summary["duplicate_runs"] = sum(n - 1 for n in per_date.values() if n > 1)
+            # fencing: no run of an older epoch created after a newer epoch's first run
+            first_of: dict[int, Any] = {}
+            for r in runs:
+                e = int(r.leader_epoch or 0)
+                first_of[e] = min(first_of.get(e, r.queued_at), r.queued_at)
+            summary["stale_runs"] = sum(
+                1
+                for r in runs
+                if any(
+                    e > int(r.leader_epoch or 0) and r.queued_at > t for e, t in first_of.items()
+                )
+            )
+            if sig == signal.SIGSTOP:
+                summary["stale_publishes"] = sum(r["stale_publishes"] for r in results)
         else:
             summary["lost_ticks_total"] = sum(r["lost_ticks_redbeat"] for r in results)
         return summary
@@ -356,7 +394,7 @@ def main() -> None:
         "--mode", choices=["beatflow", "redbeat-default", "redbeat-tuned"], default="beatflow"
     )
     parser.add_argument("--failovers", type=int, default=12)
-    parser.add_argument("--signal", choices=["KILL", "TERM"], default="KILL")
+    parser.add_argument("--signal", choices=["KILL", "TERM", "STOP"], default="KILL")
     parser.add_argument(
         "--redis", default="own", help="a Redis URL, or 'own' to start a private redis-server"
     )

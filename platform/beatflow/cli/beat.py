@@ -1,5 +1,5 @@
 """`beatflow beat status [--json]`: the current beat leader and its epoch, the lock's remaining
-TTL, the replicas that compete for it, and the next due DAG schedules."""
+TTL, the replicas that compete for it, and the next due DAG schedules and periodic tasks."""
 
 from __future__ import annotations
 
@@ -53,4 +53,6 @@ def status(as_json: bool, limit: int) -> None:
         )
     click.echo(f"schedule entries: {st.entries}; next due:")
     for d in st.next_due:
-        click.echo(f"  {d['due_at']}  {d['dag_id']}  ({d['schedule']})")
+        what = d["dag_id"] if d["kind"] == "dag" else f"task {d['name']} -> {d['task']}"
+        off = "" if d.get("enabled", True) else " [disabled]"
+        click.echo(f"  {d['due_at']}  {what}  ({d['schedule']}){off}")

@@ -1,5 +1,7 @@
 """The HA beat: RedBeat's scheduler subclassed so every replica competes for a token-checked
-lease renewed from its own thread, and only the leader writes schedule entries and fires ticks.
+lease renewed from its own thread while its tick loop makes progress, and only the leader writes
+schedule entries and fires ticks (DAG runs it creates are fenced by its epoch in the results DB's
+``beat_terms`` row; its Redis writes check the lock token and ``beatflow:beat:epoch``).
 
 Redis keys (for the exporter and operators; all values are UTF-8 strings):
 
@@ -11,11 +13,19 @@ key                                    type    value
 ``beatflow:beat:leader``               string  JSON ``{"instance", "epoch", "since"}`` (since:
                                                unix seconds); same TTL as the lock, so it
                                                vanishes when no leader holds the lock
-``beatflow:beat:replica:<instance>``   string  JSON ``{"instance", "role": "leader"|"follower",
-                                               "epoch", "seen"}``; PX = 3 x lock timeout
+``beatflow:beat:replica:<instance>``   string  JSON ``{"instance", "host", "pid", "role",
+                                               "epoch", "seen", "loop_seen", "stall_timeout"}``
+                                               (loop_seen: the tick loop's last completed
+                                               pass); PX = 3 x lock timeout
 ``beatflow:redbeat::schedule``         zset    member: entry key; score: unix time the entry
                                                is next due (RedBeat's layout)
-``beatflow:redbeat:dag:<dag_id>``      hash    field ``definition``: JSON schedule spec
+``beatflow:redbeat:dag:<dag_id>``      hash    ``definition``: RedBeat's entry JSON (a disabled
+                                               ``beatflow.fire_schedule``); ``beatflow``: JSON
+                                               schedule spec (what the beat fires from)
+``beatflow:redbeat:<name>``            hash    a plain periodic task: RedBeat's ``definition``
+                                               and ``meta`` (saved by users, or declared in
+                                               ``beat_schedule``); same schedule zset
+``beatflow:redbeat::statics``          set     names of the declared (beat_schedule) entries
 ``beatflow:redbeat::fingerprints``     hash    dag_id -> fingerprint of the synced spec
 ``beatflow:beat:watermark``            hash    dag_id -> ISO-8601 UTC tick fired last
 =====================================  ======  ===============================================

@@ -15,7 +15,7 @@ from typing import Any
 import redis
 from celery import Celery
 from celery.signals import beat_init
-from redbeat.schedulers import RedBeatScheduler, acquire_distributed_beat_lock
+from redbeat.schedulers import acquire_distributed_beat_lock, get_redis
 
 from beatflow import connections
 from beatflow.dag.loader import DagBag
@@ -26,6 +26,7 @@ from beatflow.scheduler.clock import Clock
 from beatflow.scheduler.election import LeaderElection
 from beatflow.scheduler.firing import Dispatcher
 from beatflow.scheduler.folder import FolderLoader
+from beatflow.scheduler.periodic import PeriodicTasks
 from beatflow.scheduler.plan import Fire
 from beatflow.scheduler.sync import specs_of, write_entries
 from beatflow.settings import Settings, mask_url
@@ -56,19 +57,20 @@ def failover_grace(settings: Settings) -> timedelta:
     )
 
 
-class BeatflowScheduler(RedBeatScheduler):  # type: ignore[misc]
+class BeatflowScheduler(PeriodicTasks):
     """The beat scheduler ``celery -A beatflow beat`` runs (see ``settings.celery_config``)."""
 
     def __init__(self, app: Celery, *args: Any, **kwargs: Any) -> None:
-        from beatflow.runtime import runtime_of
-
-        self.settings = runtime_of(app).settings
+        runtime = getattr(app, "beatflow", None)
+        # a plain Celery app (RedBeat's own test suite runs this way): beatflow's default
+        # settings, and the Redis client RedBeat is configured with
+        self.settings = runtime.settings if runtime is not None else Settings()
         super().__init__(app, *args, **kwargs)
         self.lock_key = None  # RedBeat's own lock code stays off: the election owns the lock
-        self.loop_interval = self.settings.beat_loop_interval
+        self.loop_interval = float(self.max_interval)  # beat_max_loop_interval
         self.instance = self.settings.instance or f"{socket.gethostname()}:{os.getpid()}"
         self.clock = Clock(self.settings.test_clock_file)
-        self.client = redis_client(self.settings)
+        self.client = redis_client(self.settings) if runtime is not None else get_redis(app)
         self.election = LeaderElection(
             self.client,
             instance=self.instance,
@@ -77,7 +79,9 @@ class BeatflowScheduler(RedBeatScheduler):  # type: ignore[misc]
             stall_timeout=self.settings.beat_stall_timeout,
         )
         self.folder = FolderLoader(
-            self.settings.dags_path, hung_after=self.settings.beat_stall_timeout
+            self.settings.dags_path,
+            hung_after=self.settings.beat_stall_timeout,
+            skip_modules=self.settings.imports,
         )
         self._store: Store | None = None
         self.dispatcher = Dispatcher(
@@ -153,6 +157,7 @@ class BeatflowScheduler(RedBeatScheduler):  # type: ignore[misc]
         lease = self.election.lease()
         if lease is None:
             self._leading = False
+            self._lease = None
             if time.monotonic() >= self._next_sync:
                 self._sync(None)  # followers keep their specs fresh, writing nothing
             # a follower wakes as soon as the election thread gains the lock (clear, then look
@@ -174,14 +179,13 @@ class BeatflowScheduler(RedBeatScheduler):  # type: ignore[misc]
             log.info("beat %s: fired %d tick(s) (epoch %d)", self.instance, result.fired, lease[1])
         if time.monotonic() >= self._next_sync:
             self._sync(lease)
+        periodic_wait = self.fire_periodic(lease)
         if result.more:
             return 0.0
-        if result.next_due is None:
-            return self.loop_interval
-        wait = result.next_due - now.timestamp()
+        wait = self.loop_interval if result.next_due is None else result.next_due - now.timestamp()
         if wait <= 0:  # due but not fired (a failure, retried later): never spin on it
-            return self.loop_interval
-        return max(0.005, min(self.loop_interval, wait))
+            wait = self.loop_interval
+        return max(0.005, min(self.loop_interval, wait, periodic_wait))
 
     def _start(self) -> None:
         self._started = True
@@ -249,6 +253,7 @@ class BeatflowScheduler(RedBeatScheduler):  # type: ignore[misc]
         token, epoch = lease
         specs = self.dispatcher.specs or {}
         try:
+            self.write_declared(token, epoch)
             # unchanged folder, same term, Redis still holds them all: nothing to compare
             if self._written_epoch == epoch and self.client.hlen(keys.FINGERPRINTS) == len(specs):
                 return

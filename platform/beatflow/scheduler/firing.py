@@ -85,9 +85,12 @@ class Dispatcher:
     def fire_due(self, now: datetime, lease: tuple[str, int]) -> FireResult:
         token, epoch = lease
         specs = self.specs or {}
-        due: list[str] = self.client.zrangebyscore(  # type: ignore[assignment]
-            keys.SCHEDULE, "-inf", now.timestamp(), start=0, num=self.budget
+        # plain RedBeat entries share the index: they are the scheduler's, not ours (a key
+        # that is not a DAG's must never be taken for a DAG id)
+        indexed: list[str] = self.client.zrangebyscore(  # type: ignore[assignment]
+            keys.SCHEDULE, 0, now.timestamp(), start=0, num=self.budget
         )
+        due = [e for e in indexed if keys.is_dag_entry(e)]
         updates: dict[str, tuple[str, str]] = {}  # dag_id -> (new watermark or "", score)
         pending: list[tuple[str, Fire]] = []
         if due:
@@ -149,12 +152,21 @@ class Dispatcher:
                     len(made),
                 )
         fired = 0 if fenced_out else self._send_all(made, epoch)
-        head = self.client.zrange(keys.SCHEDULE, 0, 0, withscores=True)
-        next_due = float(head[0][1]) if head else None
+        next_due = self._next_dag_due(now)
         if retry_at is not None:
             next_due = min(next_due or retry_at, retry_at)
-        more = not fenced_out and (len(due) >= self.budget or len(pending) >= self.budget)
+        more = not fenced_out and (len(indexed) >= self.budget or len(pending) >= self.budget)
         return FireResult(fired, more, next_due, fenced_out)
+
+    def _next_dag_due(self, now: datetime) -> float | None:
+        """Unix time the next DAG entry is due (looking a little past a plain entry or two)."""
+        head: list[tuple[str, float]] = self.client.zrangebyscore(  # type: ignore[assignment]
+            keys.SCHEDULE, 0, "+inf", start=0, num=64, withscores=True
+        )
+        for entry, score in head:
+            if keys.is_dag_entry(entry):
+                return float(score)
+        return None if len(head) < 64 else now.timestamp() + 1.0
 
     def _create_runs(
         self,

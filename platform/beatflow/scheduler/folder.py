@@ -32,8 +32,11 @@ class FolderLoader:
     """``poll()`` starts an import when the folder changed and returns a new bag once one is
     done (None meanwhile); ``bag`` is the last good one."""
 
-    def __init__(self, folder: Path, *, hung_after: float) -> None:
+    def __init__(
+        self, folder: Path, *, hung_after: float, skip_modules: tuple[str, ...] = ()
+    ) -> None:
         self.folder = folder
+        self.skip_modules = skip_modules  # BEATFLOW_IMPORTS: plain task modules, not DAGs
         self.hung_after = hung_after
         self.bag: DagBag | None = None
         self._signature: Signature | None = None
@@ -75,7 +78,8 @@ class FolderLoader:
 
         def run() -> None:
             try:
-                self._result = (signature, load_dags(self.folder))
+                bag = load_dags(self.folder, skip_modules=self.skip_modules)
+                self._result = (signature, bag)
             except BaseException as exc:  # noqa: BLE001 - reported by the loop
                 self._result = (signature, exc)
 

@@ -63,22 +63,11 @@ def read_status(client: redis.Redis, *, limit: int = 10) -> BeatStatus:
         pipe.get(keys.LEADER)
         pipe.pttl(keys.LOCK)
         pipe.get(keys.EPOCH)
-        pipe.zrange(keys.SCHEDULE, 0, limit - 1, withscores=True)
+        pipe.zrangebyscore(keys.SCHEDULE, 0, "+inf", start=0, num=limit, withscores=True)
         pipe.zcard(keys.SCHEDULE)
         leader_raw, pttl, epoch, head, total = pipe.execute()
     replicas = read_replicas(client)
-    due = []
-    for entry, score in head:
-        dag_id = keys.dag_id_of(entry)
-        definition = client.hget(entry, "definition")
-        schedule = json.loads(definition).get("schedule") if definition else None
-        due.append(
-            {
-                "dag_id": dag_id,
-                "schedule": schedule,
-                "due_at": datetime.fromtimestamp(float(score), UTC).isoformat(),
-            }
-        )
+    due = [_due_entry(client, entry, float(score)) for entry, score in head]
     return BeatStatus(
         leader=json.loads(leader_raw) if leader_raw else None,
         lock_ttl_seconds=None if int(pttl) < 0 else int(pttl) / 1000,
@@ -87,3 +76,38 @@ def read_status(client: redis.Redis, *, limit: int = 10) -> BeatStatus:
         next_due=due,
         entries=int(total),
     )
+
+
+def _due_entry(client: redis.Redis, entry: str, score: float) -> dict[str, Any]:
+    """A DAG's entry (beatflow's spec) or a plain periodic task's (RedBeat's definition)."""
+    due_at = datetime.fromtimestamp(score, UTC).isoformat()
+    if keys.is_dag_entry(entry):
+        raw = client.hget(entry, keys.SPEC_FIELD)
+        spec = json.loads(raw) if raw else {}
+        return {
+            "kind": "dag",
+            "dag_id": keys.dag_id_of(entry),
+            "schedule": spec.get("schedule"),
+            "due_at": due_at,
+        }
+    raw = client.hget(entry, "definition")
+    definition = json.loads(raw) if raw else {}
+    return {
+        "kind": "task",
+        "name": definition.get("name", entry[len(keys.REDBEAT_PREFIX) :]),
+        "task": definition.get("task"),
+        "schedule": _describe(definition.get("schedule")),
+        "enabled": definition.get("enabled", True),
+        "due_at": due_at,
+    }
+
+
+def _describe(schedule: Any) -> str | None:
+    if not isinstance(schedule, dict):
+        return None if schedule is None else str(schedule)
+    if schedule.get("__type__") == "interval":
+        return f"every {schedule.get('every')}s"
+    if schedule.get("__type__") == "crontab":
+        fields = ("minute", "hour", "day_of_month", "month_of_year", "day_of_week")
+        return "crontab " + " ".join(str(schedule.get(f, "*")) for f in fields)
+    return str(schedule.get("__type__", "schedule"))

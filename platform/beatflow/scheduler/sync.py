@@ -9,9 +9,11 @@ import json
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 
 import redis
+from celery import schedules
+from redbeat.decoder import RedBeatJSONEncoder
 
 from beatflow.dag.loader import DagBag
 from beatflow.scheduler import keys
@@ -38,6 +40,34 @@ def specs_of(bag: DagBag) -> dict[str, ScheduleSpec]:
     return out
 
 
+def redbeat_definition(spec: ScheduleSpec) -> str:
+    """The DAG's entry as RedBeat stores one: a disabled ``beatflow.fire_schedule`` entry whose
+    schedule is the nearest Celery schedule (RedBeat has no per-entry time zone)."""
+    sched = spec.schedule
+    celery_schedule: schedules.BaseSchedule
+    if sched.interval is not None:
+        celery_schedule = schedules.schedule(sched.interval)
+    else:
+        fields = (sched.cron or "").split()
+        if len(fields) == 5:
+            minute, hour, dom, month, dow = fields
+            celery_schedule = schedules.crontab(minute, hour, dow, dom, month)
+        else:  # a seconds field: RedBeat's crontab cannot say it
+            celery_schedule = schedules.schedule(timedelta(minutes=1))
+    return json.dumps(
+        {
+            "name": keys.entry_key(spec.dag_id)[len(keys.REDBEAT_PREFIX) :],
+            "task": "beatflow.fire_schedule",
+            "schedule": celery_schedule,
+            "args": [spec.dag_id],
+            "kwargs": {},
+            "options": {},
+            "enabled": False,  # beatflow fires DAGs from its watermarks, never RedBeat's loop
+        },
+        cls=RedBeatJSONEncoder,
+    )
+
+
 def write_entries(
     client: redis.Redis, token: str, specs: Mapping[str, ScheduleSpec], now: datetime
 ) -> SyncResult:
@@ -59,7 +89,13 @@ def write_entries(
             pipe.multi()
             for spec in changed:
                 entry = keys.entry_key(spec.dag_id)
-                pipe.hset(entry, "definition", json.dumps(spec.definition()))
+                pipe.hset(
+                    entry,
+                    mapping={
+                        "definition": redbeat_definition(spec),
+                        keys.SPEC_FIELD: json.dumps(spec.definition()),
+                    },
+                )
                 pipe.zadd(keys.SCHEDULE, {entry: score})
                 pipe.hset(keys.FINGERPRINTS, spec.dag_id, spec.fingerprint())
             for dag_id in removed:

@@ -149,7 +149,7 @@ def test_schedule_sync_reflects_new_changed_deleted_and_broken_dags_without_a_re
     cluster.wait_leader()
 
     def definition(dag_id: str) -> str | None:
-        return cluster.client.hget(keys.entry_key(dag_id), "definition")  # type: ignore[return-value]
+        return cluster.client.hget(keys.entry_key(dag_id), keys.SPEC_FIELD)  # type: ignore[return-value]
 
     wait_for(lambda: definition("beat_sync_a"), timeout=60, message="entry of beat_sync_a")
     cluster.write_dag("beat_sync_b", schedule="'*/5 * * * *'", extra=", timezone='Asia/Tokyo'")
