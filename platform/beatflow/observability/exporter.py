@@ -74,6 +74,7 @@ class Exporter:
         self._store: Store | None = None
         self._broker_redis: redis.Redis | None = None
         self._beat_redis: redis.Redis | None = None
+        self._loop_age_instances: set[str] = set()
         self._server: ThreadingHTTPServer | None = None
         self._poller: ResultsPoller | None = None
 
@@ -190,6 +191,17 @@ class Exporter:
         return self._beat_redis
 
     def _poll_leader(self) -> None:
+        from beatflow.scheduler.status import read_replicas
+
+        live = set()
+        for replica in read_replicas(self._beat_client()):
+            instance, age = str(replica.get("instance")), replica.get("loop_age_seconds")
+            if age is not None:
+                self.metrics.beat_loop_age.labels(instance=instance).set(age)
+                live.add(instance)
+        for gone in self._loop_age_instances - live:
+            self.metrics.beat_loop_age.remove(gone)
+        self._loop_age_instances = live
         reading = broker.read_leader(self._beat_client())
         gauges, failovers = self.leader.observe(reading)
         for instance, value in gauges.items():

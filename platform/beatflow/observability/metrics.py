@@ -88,6 +88,13 @@ class Metrics:
             "Times the beat lock moved to another holder.",
             registry=r,
         )
+        self.beat_loop_age = Gauge(
+            "beatflow_beat_loop_age_seconds",
+            "Seconds since each beat replica's tick loop last completed a pass (grows without "
+            "bound when a beat is stuck; it hands the lease over past its stall timeout).",
+            ["instance"],
+            registry=r,
+        )
         self.dag_runs_by_state = Gauge(
             "beatflow_dag_runs_by_state",
             "DAG runs in the results database by DAG and state.",
