@@ -200,7 +200,12 @@ def close_run(runtime: Runtime, dag_id: str, run_id: str) -> str:
         )
         current = store.get_dag_run(dag_id, run_id)
         return current.state if current is not None else DagRunState.RUNNING
-    record = store.finish_dag_run(dag_id, run_id, state)
+    closed = store.transition_dag_run(dag_id, run_id, to=state, from_states=DAG_RUN_ACTIVE)
+    record = store.get_dag_run(dag_id, run_id)
+    if record is None:
+        raise BeatflowError(f"no DAG run {dag_id}/{run_id} to close")
+    if not closed:  # ended already: cancelled, marked, or closed by a duplicate closing step
+        return record.state
     announce.announce(runtime.app, dag_id, run_id, announce.RUN)
     log.info(
         "DAG run %s/%s finished: %s in %.3fs",
