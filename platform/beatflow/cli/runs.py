@@ -227,3 +227,33 @@ def audit(dag_id: str | None, run_id: str | None, limit: int, as_json: bool) -> 
         where = "/".join(x for x in (a.dag_id, a.run_id) if x)
         reason = a.detail.get("reason") or ""
         click.echo(f"{a.at:%Y-%m-%d %H:%M:%S}  {a.actor:<16} {a.action:<8} {where}  {reason}")
+
+
+@runs.command()
+@_json_option
+def reconcile(as_json: bool) -> None:
+    """Run one reconciler pass now (workers run one every BEATFLOW_RECONCILE_INTERVAL): dispatch
+    queued runs, fail runs past dagrun_timeout, close or resume silent runs."""
+    from beatflow.runs.reconciler import reconcile_once
+
+    report = reconcile_once(runtime_or_exit())
+    data = {
+        "dispatched": report.dispatched,
+        "closed": report.closed,
+        "resumed": report.resumed,
+        "failed": report.failed,
+    }
+    if as_json:
+        echo_json(data)
+        return
+    click.echo(
+        f"dispatched {report.dispatched}, closed {len(report.closed)}, "
+        f"resumed {len(report.resumed)}, failed {len(report.failed)}"
+    )
+    for what, names in (
+        ("closed", report.closed),
+        ("resumed", report.resumed),
+        ("failed", report.failed),
+    ):
+        for name in names:
+            click.echo(f"  {what}: {name}")

@@ -4,7 +4,12 @@ lapses (three intervals)."""
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 import redis
@@ -12,7 +17,7 @@ from celery import Celery
 
 from beatflow.runs.reconciler import LEASE_KEY, Reconciler
 from beatflow.runtime import runtime_of
-from tests.integration.runs.conftest import make_app
+from tests.integration.runs.conftest import DAGS, make_app
 from tests.procs import wait_for
 
 
@@ -47,3 +52,26 @@ def test_a_pass_dispatches_a_queued_run_left_behind(fast_app: Celery) -> None:
     assert report is not None and report.dispatched == 1
     run = runtime.store.get_dag_run("t_single", "left-behind")
     assert run is not None and run.state == "running"
+
+
+def test_beatflow_runs_reconcile_runs_one_pass_now(
+    fast_app: Celery, redis_url: str, postgres_url: str, queue: str
+) -> None:
+    runtime_of(fast_app).store.create_dag_run("t_single", "by-hand", conf={"sleep": 0.0})
+    env = {k: v for k, v in os.environ.items() if not k.startswith("BEATFLOW_")}
+    env.update(
+        BEATFLOW_BROKER_URL=redis_url,
+        BEATFLOW_DATABASE_URL=postgres_url,
+        BEATFLOW_DAGS_FOLDER=str(DAGS),
+        BEATFLOW_QUEUES=queue,
+    )
+    out = subprocess.run(
+        [str(Path(sys.executable).with_name("beatflow")), "runs", "reconcile", "--json"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout) == {"dispatched": 1, "closed": [], "resumed": [], "failed": []}
