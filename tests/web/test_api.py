@@ -215,6 +215,8 @@ def test_bad_conf_and_bodies_are_refused_with_every_problem_and_nothing_enqueued
         assert len(r.json()["problems"]) == 2, r.json()
         assert c.post(url, json={"conf": {}, "run_id": "../x"}).status_code == 400
         assert c.post(url, json={"run_id": 5}).status_code == 400
+        typo = c.post(url, json={"confg": {"rows": 1}})
+        assert typo.status_code == 400 and "unknown field(s) confg" in typo.json()["error"]
         assert c.post("/api/v1/dags/nope/runs", json={}).status_code == 404
         assert c.get("/api/v1/dags/web_etl/runs").json()["runs"] == before
 
@@ -447,3 +449,18 @@ def test_marking_a_run_sets_its_state_and_refuses_nonsense(web: WebServer) -> No
         assert c.post(f"{base}/mark", json={"state": "success"}).status_code == 409
         missing = c.post("/api/v1/dags/web_etl/runs/no-such-run/mark", json={"state": "failed"})
         assert missing.status_code == 404
+
+
+def test_password_guessing_is_slowed_down_per_address(web: WebServer) -> None:
+    """Last in the module: it leaves 127.0.0.1 unable to log in for a minute."""
+    with web.client(token=None) as c:
+        codes = []
+        for _ in range(12):
+            form = c.get("/login")
+            token = re.search(r'name="csrf_token" value="([^"]+)"', form.text).group(1)  # type: ignore[union-attr]
+            r = c.post("/login", data={"username": USER, "password": "guess", "csrf_token": token})
+            codes.append(r.status_code)
+        # one failed login earlier in this module counts too
+        assert set(codes) == {401, 429} and codes[-2:] == [429, 429], codes
+        assert codes.index(429) <= 10
+        assert "too many failed logins" in r.json()["error"]

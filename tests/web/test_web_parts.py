@@ -256,3 +256,18 @@ def test_a_new_dag_module_shows_up_without_restarting_the_web_server(tmp_path: P
     finally:
         server.should_exit = True
         thread.join(timeout=10)
+
+
+def test_failed_logins_from_one_address_are_braked_for_a_window(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    auth = Auth(SETTINGS)
+    now = [1000.0]
+    monkeypatch.setattr(time, "monotonic", lambda: now[0])
+    for _ in range(10):
+        assert auth.login_allowed("10.0.0.1")
+        auth.login_failed("10.0.0.1")
+    assert not auth.login_allowed("10.0.0.1")
+    assert auth.login_allowed("10.0.0.2")  # another address is not affected
+    now[0] += 61
+    assert auth.login_allowed("10.0.0.1")

@@ -11,7 +11,7 @@ from beatflow.states import DagRunState
 from beatflow.store.records import TRIGGERS
 from beatflow.web import actions, views
 from beatflow.web.auth import Principal
-from beatflow.web.deps import api_user, conf_from, field, json_body, runtime
+from beatflow.web.deps import api_user, conf_from, field, json_body, only, runtime
 from beatflow.web.limits import ApiError, check_id, check_limit
 
 ApiUser = Annotated[Principal, Depends(api_user)]
@@ -20,6 +20,35 @@ JsonBody = Annotated[dict[str, Any], Depends(json_body)]
 router = APIRouter(prefix="/api/v1", dependencies=[Depends(api_user)])
 
 LOG_LINES = 5000
+
+
+def _body(properties: dict[str, Any], example: dict[str, Any]) -> dict[str, Any]:
+    """The OpenAPI request body of a route that reads its JSON itself (for clear 400s)."""
+    schema = {"type": "object", "properties": properties, "additionalProperties": False}
+    content = {"application/json": {"schema": schema, "example": example}}
+    return {"requestBody": {"required": False, "content": content}}
+
+
+_STR = {"type": "string"}
+_BOOL = {"type": "boolean"}
+TRIGGER_BODY = _body(
+    {"conf": {"type": "object"}, "run_id": _STR, "reason": _STR},
+    {"conf": {"limit": 10}, "reason": "nightly CI"},
+)
+CANCEL_BODY = _body({"reason": _STR, "terminate": _BOOL}, {"reason": "stuck", "terminate": False})
+CLEAR_BODY = _body(
+    {
+        "tasks": {"type": "array", "items": _STR},
+        "downstream": _BOOL,
+        "only_failed": _BOOL,
+        "reason": _STR,
+    },
+    {"tasks": ["load"], "downstream": True, "only_failed": False},
+)
+MARK_BODY = _body(
+    {"state": {"enum": ["success", "failed"]}, "task_id": _STR, "reason": _STR},
+    {"state": "success", "reason": "checked by hand"},
+)
 
 
 def _dag(request: Request, dag_id: str) -> Any:
@@ -179,7 +208,7 @@ def list_dag_runs(
     return list_runs(request, dag_id, state, trigger, cursor, limit)
 
 
-@router.post("/dags/{dag_id}/runs", status_code=201)
+@router.post("/dags/{dag_id}/runs", status_code=201, openapi_extra=TRIGGER_BODY)
 def trigger_run(
     request: Request,
     who: ApiUser,
@@ -189,6 +218,7 @@ def trigger_run(
     """Start a run: body {"conf": {...}, "run_id": "...", "reason": "..."}; conf is checked
     against the DAG's params (every problem listed, nothing enqueued on a bad one)."""
     _dag(request, dag_id)
+    only(body, "conf", "run_id", "reason")
     conf = conf_from(body.get("conf"))
     run_id = field(body, "run_id", str, None)
     reason = field(body, "reason", str, "")
@@ -231,7 +261,7 @@ def _reason(body: dict[str, Any]) -> str:
     return reason[:500]
 
 
-@router.post("/dags/{dag_id}/runs/{run_id}/cancel")
+@router.post("/dags/{dag_id}/runs/{run_id}/cancel", openapi_extra=CANCEL_BODY)
 def cancel(
     request: Request,
     who: ApiUser,
@@ -241,6 +271,7 @@ def cancel(
 ) -> dict[str, Any]:
     """Cancel a run: body {"reason": "...", "terminate": false}."""
     _run(request, dag_id, run_id)
+    only(body, "reason", "terminate")
     terminate = field(body, "terminate", bool, False)
     run = actions.cancel(
         runtime(request), who, dag_id, run_id, reason=_reason(body), terminate=terminate
@@ -248,7 +279,7 @@ def cancel(
     return views.run_json(run)
 
 
-@router.post("/dags/{dag_id}/runs/{run_id}/clear")
+@router.post("/dags/{dag_id}/runs/{run_id}/clear", openapi_extra=CLEAR_BODY)
 def clear(
     request: Request,
     who: ApiUser,
@@ -258,6 +289,7 @@ def clear(
 ) -> dict[str, Any]:
     """Run tasks again: body {"tasks": [...], "downstream": false, "only_failed": false}."""
     _run(request, dag_id, run_id)
+    only(body, "tasks", "downstream", "only_failed", "reason")
     tasks = field(body, "tasks", list, [])
     if not all(isinstance(t, str) for t in tasks) or len(tasks) > 1000:
         raise ApiError(400, '"tasks" must be a list of at most 1000 task ids')
@@ -274,7 +306,7 @@ def clear(
     return views.run_json(run)
 
 
-@router.post("/dags/{dag_id}/runs/{run_id}/mark")
+@router.post("/dags/{dag_id}/runs/{run_id}/mark", openapi_extra=MARK_BODY)
 def mark(
     request: Request,
     who: ApiUser,
@@ -284,6 +316,7 @@ def mark(
 ) -> dict[str, Any]:
     """Set a run (or one task of it) to success or failed: body {"state": ..., "task_id": ...}."""
     _run(request, dag_id, run_id)
+    only(body, "state", "task_id", "reason")
     state = field(body, "state", str, None)
     if state is None:
         raise ApiError(400, '"state" is required (success or failed)')

@@ -9,6 +9,7 @@ import hashlib
 import hmac
 import json
 import secrets
+import threading
 import time
 from dataclasses import dataclass
 
@@ -22,6 +23,8 @@ CSRF_FIELD = "csrf_token"
 CSRF_HEADER = "x-csrf-token"
 SESSION_SECONDS = 12 * 3600
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+LOGIN_FAILURES = 10  # failed logins from one address within LOGIN_WINDOW before it must wait
+LOGIN_WINDOW = 60.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,6 +46,28 @@ class Auth:
         self._tokens = [(n, t.encode()) for n, t in parse_tokens(settings.web_tokens).items()]
         key = settings.web_secret_key or secrets.token_urlsafe(32)
         self._key = hashlib.sha256(b"beatflow-web-session:" + key.encode()).digest()
+        self._failures: dict[str, list[float]] = {}
+        self._failures_lock = threading.Lock()
+
+    # ------------------------------------------------------------------ login throttling
+
+    def login_allowed(self, client: str) -> bool:
+        """False while ``client`` has LOGIN_FAILURES failed logins within LOGIN_WINDOW seconds
+        (per process: a brake on password guessing, not an account lock-out)."""
+        now = time.monotonic()
+        with self._failures_lock:
+            recent = [t for t in self._failures.get(client, ()) if now - t < LOGIN_WINDOW]
+            if recent:
+                self._failures[client] = recent
+            else:
+                self._failures.pop(client, None)
+            return len(recent) < LOGIN_FAILURES
+
+    def login_failed(self, client: str) -> None:
+        with self._failures_lock:
+            if len(self._failures) > 10_000:  # bounded memory whoever knocks
+                self._failures.clear()
+            self._failures.setdefault(client, []).append(time.monotonic())
 
     # ------------------------------------------------------------------ checks
 

@@ -94,6 +94,15 @@ async def json_body(request: Request) -> dict[str, Any]:
     return data
 
 
+def only(body: dict[str, Any], *names: str) -> None:
+    """400 for a body field the route does not know (a typo must not be silently ignored)."""
+    unknown = sorted(set(body) - set(names))
+    if unknown:
+        raise ApiError(
+            400, f"unknown field(s) {', '.join(unknown)}; expected: {', '.join(names) or 'none'}"
+        )
+
+
 def field(body: dict[str, Any], name: str, kind: type | tuple[type, ...], default: Any) -> Any:
     value = body.get(name, default)
     if value is default:

@@ -116,7 +116,11 @@ def login(
         or not same_origin(request)
     ):
         raise ApiError(403, "login form expired or posted from another site: reload /login")
+    client = request.client.host if request.client else "-"
+    if not auth.login_allowed(client):
+        raise ApiError(429, "too many failed logins from this address: wait a minute")
     if not auth.check_password(username, password):
+        auth.login_failed(client)
         token = auth.login_token()
         css = (STATIC / "app.css").read_text()
         response = _render(
