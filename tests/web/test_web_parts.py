@@ -271,3 +271,16 @@ def test_failed_logins_from_one_address_are_braked_for_a_window(
     assert auth.login_allowed("10.0.0.2")  # another address is not affected
     now[0] += 61
     assert auth.login_allowed("10.0.0.1")
+
+
+def test_beatflow_web_refuses_to_start_without_a_password(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    from tests.procs import beatflow_env
+
+    env = beatflow_env({"BEATFLOW_DATABASE_URL": f"sqlite:///{tmp_path / 'r.db'}"})
+    argv = [sys.executable, "-c", "from beatflow.cli import run; run()", "web", "--port", "1"]
+    done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2
+    assert "BEATFLOW_WEB_PASSWORD (or BEATFLOW_WEB_PASSWORD_FILE) is required" in done.stderr
