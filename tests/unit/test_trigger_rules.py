@@ -47,3 +47,8 @@ def test_a_dag_run_fails_when_any_task_run_failed_or_could_not_run():
     assert dag_run_state([S, K, S]) == "success"
     assert dag_run_state([S, F, S]) == "failed"
     assert dag_run_state([S, U]) == "failed"
+
+
+@pytest.mark.parametrize("states", [[], ["running"], ["up_for_retry", "success"], [S, "running"]])
+def test_a_dag_run_with_no_rows_or_unfinished_rows_is_not_final(states):
+    assert dag_run_state(states) is None
