@@ -49,7 +49,7 @@ COPY dags/ /app/dags/
 USER 10001:10001
 EXPOSE 5555 8080 9808
 STOPSIGNAL SIGTERM
-# `auto` tells the process (worker, beat, flower, exporter) from the container's command line.
+# `auto` tells the process (worker, beat, flower, exporter, web) from the container's command line.
 HEALTHCHECK --interval=30s --timeout=15s --start-period=30s --retries=3 \
     CMD ["beatflow", "health", "auto", "--timeout", "10"]
 # With no command the container is a worker on the default queues (BEATFLOW_QUEUES).

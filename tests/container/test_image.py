@@ -1,7 +1,9 @@
-"""The image for real: the migration, a worker, two beats, Flower and the exporter run as Podman
+"""The image for real: the migration, a worker, two beats, Flower, the web UI and the exporter run
+as Podman
 containers (read-only root, uid 10001, the host's network) against the test Redis and
-PostgreSQL; a DAG runs to success; each container passes the image's HEALTHCHECK; Flower wants
-credentials; /metrics serves; and killing the beat leader's container lets the standby fire."""
+PostgreSQL; a DAG runs to success; each container passes the image's HEALTHCHECK; Flower and the
+web API want credentials; /metrics serves; and killing the beat leader's container lets the
+standby fire."""
 
 from __future__ import annotations
 
@@ -26,6 +28,7 @@ from tests.container import podman
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1200)]
 
 FLOWER_AUTH = ("ops", f"pw-{uuid.uuid4().hex[:8]}")
+WEB_PASSWORD = f"web-{uuid.uuid4().hex}"
 
 
 @dataclass
@@ -36,14 +39,16 @@ class Deployed:
     worker: podman.Container
     beats: dict[str, podman.Container]
     flower: podman.Container
+    web: podman.Container
     exporter: podman.Container
     flower_port: int
+    web_port: int
     metrics_port: int
     dags: Path
     ping_seconds: float
 
     def long_running(self) -> list[podman.Container]:
-        return [self.worker, *self.beats.values(), self.flower, self.exporter]
+        return [self.worker, *self.beats.values(), self.flower, self.web, self.exporter]
 
 
 @pytest.fixture(scope="module")
@@ -63,13 +68,14 @@ def deployed(
     shutil.copy(procs.ROOT / "dags" / "example_fan_out.py", dags)
     for path in (dags, *dags.iterdir()):
         path.chmod(0o755 if path.is_dir() else 0o644)
-    flower_port, metrics_port = services.free_port(), services.free_port()
+    flower_port, metrics_port, web_port = (services.free_port() for _ in range(3))
     env = {
         "BEATFLOW_BROKER_URL": redis_url,
         "BEATFLOW_DATABASE_URL": database_url,
         "BEATFLOW_QUEUES": "default",
         "BEATFLOW_FLOWER_PORT": str(flower_port),
         "BEATFLOW_METRICS_PORT": str(metrics_port),
+        "BEATFLOW_WEB_PORT": str(web_port),
     }
     settings = Settings.from_env({**env, "BEATFLOW_DAGS_FOLDER": str(dags)})
     stack = podman.Stack(image, env)
@@ -124,6 +130,12 @@ def deployed(
             },
             volumes=volume,
         )
+        web = stack.start(
+            "web",
+            ["beatflow", "web", "--port", str(web_port)],
+            env={"BEATFLOW_WEB_PASSWORD": WEB_PASSWORD, "BEATFLOW_WEB_SECRET_KEY": "k" * 40},
+            volumes=volume,
+        )
         exporter = stack.start("exporter", ["beatflow", "exporter"], volumes=volume)
         yield Deployed(
             stack,
@@ -132,8 +144,10 @@ def deployed(
             worker,
             beats,
             flower,
+            web,
             exporter,
             flower_port,
+            web_port,
             metrics_port,
             dags,
             ping_seconds,
@@ -168,6 +182,16 @@ def test_flower_answers_401_without_credentials(deployed: Deployed) -> None:
     # The password reached Flower through the environment, never its command line.
     argv = deployed.flower.inspect("{{.Config.Cmd}}")
     assert FLOWER_AUTH[1] not in argv
+
+
+def test_the_web_ui_answers_healthz_and_refuses_its_api_without_credentials(
+    deployed: Deployed,
+) -> None:
+    base = f"http://127.0.0.1:{deployed.web_port}"
+    procs.wait_for(lambda: podman.http_get(f"{base}/healthz")[0] == 200, timeout=90, interval=0.5)
+    assert podman.http_get(f"{base}/healthz")[1].strip() == b'{"status":"ok"}'
+    assert podman.http_get(f"{base}/api/v1/dags")[0] == 401
+    assert WEB_PASSWORD not in deployed.web.inspect("{{.Config.Cmd}}")
 
 
 def test_the_exporter_serves_metrics(deployed: Deployed) -> None:

@@ -1,8 +1,8 @@
 """A plain install works: the wheel installed with NO extras into a fresh venv runs every command
 that docker-compose.yml, k8s/ and helm/ run (`beatflow --help`, the migration, a worker until it
 answers ping, a beat, Flower with its password from the environment, the exporter serving
-/metrics, the health probes) against real Redis and PostgreSQL, with nothing of the source tree
-or the test venv on its path."""
+/metrics, beatflow web, the health probes, `helm test`'s ping, the prune CronJob) against real
+Redis and PostgreSQL, with nothing of the source tree or the test venv on its path."""
 
 from __future__ import annotations
 
@@ -105,7 +105,7 @@ def test_the_deployed_commands_run_on_a_plain_install(
     tmp_path: Path,
     started: list[procs.Proc],
 ) -> None:
-    flower_port, metrics_port = services.free_port(), services.free_port()
+    flower_port, metrics_port, web_port = (services.free_port() for _ in range(3))
     env = _env(
         plain_venv,
         BEATFLOW_BROKER_URL=redis_url,
@@ -116,6 +116,9 @@ def test_the_deployed_commands_run_on_a_plain_install(
         BEATFLOW_FLOWER_PASSWORD="plain-install-pw",
         BEATFLOW_FLOWER_PORT=str(flower_port),
         BEATFLOW_METRICS_PORT=str(metrics_port),
+        BEATFLOW_WEB_PORT=str(web_port),
+        BEATFLOW_WEB_PASSWORD="plain-install-web-pw",
+        BEATFLOW_WEB_SECRET_KEY="k" * 40,
     )
     # cwd outside the tree: nothing may be imported from platform/ by accident.
     cwd = tmp_path
@@ -164,6 +167,7 @@ def test_the_deployed_commands_run_on_a_plain_install(
     flower = start("flower", ["celery", "-A", "beatflow", "flower", f"--port={flower_port}",
                               "--address=127.0.0.1"])  # fmt: skip
     exporter = start("exporter", ["beatflow", "exporter"])
+    web = start("web", ["beatflow", "web", "--port", str(web_port), "--host", "127.0.0.1"])
 
     node = f"plain@{os.uname().nodename}"
 
@@ -200,6 +204,20 @@ def test_the_deployed_commands_run_on_a_plain_install(
     with urllib.request.urlopen(metrics, timeout=5) as response:  # local URL
         assert b"celery_" in response.read()
     assert probe("exporter")
+
+    web_url = f"http://127.0.0.1:{web_port}"
+
+    def web_up() -> bool:
+        alive(web)
+        return _status(f"{web_url}/healthz") == 200
+
+    procs.wait_for(web_up, timeout=60, interval=0.5, message="beatflow web's /healthz")
+    assert _status(f"{web_url}/api/v1/dags") == 401
+    assert probe("web")
+
+    # `helm test`'s ping, and the prune CronJob's command.
+    _run(plain_venv, ["celery", "-A", "beatflow", "inspect", "ping", "--timeout", "10"], env, cwd)
+    _run(plain_venv, ["beatflow", "db", "prune", "--older-than", "30d"], env, cwd)
 
     # A DAG run end to end through the plain install's own CLI.
     out = _run(

@@ -1,4 +1,4 @@
-"""`beatflow health worker|beat|exporter|flower|auto`: cheap local probes for container health
+"""`beatflow health worker|beat|exporter|flower|web|auto`: cheap local probes for container health
 checks and Kubernetes probes. Each prints one line and exits 0 (healthy) or 1 (not)."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import click
 from beatflow.cli.common import load_settings
 from beatflow.settings import Settings
 
-PROCESSES = ("worker", "beat", "exporter", "flower")
+PROCESSES = ("worker", "beat", "exporter", "flower", "web")
 
 
 class Unhealthy(Exception):
@@ -122,6 +122,8 @@ def detect_process(argvs: Iterator[list[str]] | None = None) -> str:
         words = {Path(a).name for a in argv}
         if "exporter" in words and any("beatflow" in w for w in words):
             return "exporter"
+        if "web" in words and "health" not in words and any("beatflow" in w for w in words):
+            return "web"
         for name in ("worker", "beat", "flower"):
             if name in words and any(w.startswith("celery") for w in words):
                 return name
@@ -182,6 +184,8 @@ def health(process: str, timeout: float, node: str | None) -> None:
         "beat": lambda: check_beat(settings, timeout),
         "exporter": lambda: check_exporter(settings, timeout),
         "flower": lambda: check_flower(settings, timeout),
+        # /healthz is beatflow web's one unauthenticated route
+        "web": lambda: check_http("web", f"http://127.0.0.1:{settings.web_port}/healthz", timeout),
     }
     try:
         name = detect_process() if process == "auto" else process
