@@ -76,3 +76,14 @@ def stranded() -> int:
 
 with DAG("t_stranded"):
     stranded()
+
+
+@task(retries=1, retry_delay=20.0, retry_jitter=False)
+def flaky_once(ctx) -> str:
+    if mark(f"flaky-{ctx.run_id}") == 1:
+        raise RuntimeError("first try fails")
+    return "second try"
+
+
+with DAG("t_slow_retry"):
+    flaky_once()

@@ -23,7 +23,7 @@ import contextlib
 import logging
 import threading
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
@@ -34,10 +34,11 @@ from celery import Celery, signals
 from beatflow.errors import BeatflowError, BrokerUnavailableError, DagNotFoundError
 from beatflow.runs.lifecycle import close_run, dispatch_quietly, run_outcome, send_run
 from beatflow.runtime import Runtime, runtime_of
-from beatflow.states import DagRunState
+from beatflow.states import DagRunState, TaskRunState
 
 if TYPE_CHECKING:
-    from beatflow.store import DagRunRecord
+    from beatflow.dag.model import DAG
+    from beatflow.store import DagRunRecord, TaskRunRecord
 
 log = logging.getLogger(__name__)
 
@@ -107,7 +108,10 @@ def _reconcile_stalled(
         dag = runtime.dag(run.dag_id)
     except DagNotFoundError:
         dag = None
-    if dag is not None and run_outcome(dag, store.get_task_runs(run.dag_id, run.run_id)):
+    tasks = store.get_task_runs(run.dag_id, run.run_id) if dag is not None else []
+    if dag is not None and _retry_pending(dag, tasks, stall):
+        return  # a retry waits for its backoff: that is progress, not a lost canvas
+    if dag is not None and run_outcome(dag, tasks):
         state = close_run(runtime, run.dag_id, run.run_id)
         log.warning(
             "reconciler closed DAG run %s: every task was final, its closing step was lost (%s)",
@@ -151,6 +155,20 @@ def _reconcile_stalled(
         return
     _emit(runtime.app, "resumed", run.dag_id)
     report.resumed.append(_name(run))
+
+
+def _retry_pending(dag: DAG, tasks: Sequence[TaskRunRecord], stall: timedelta) -> bool:
+    """Whether a task run waits for its retry (up_for_retry, due within its backoff plus the
+    stall time): its message is in the broker with an ETA, so the run is not silent."""
+    now = datetime.now(UTC)
+    for t in tasks:
+        spec = dag.tasks.get(t.task_id)
+        if t.state != TaskRunState.UP_FOR_RETRY or spec is None or t.ended_at is None:
+            continue
+        due = t.ended_at + timedelta(seconds=spec.retry.delay_for(t.try_number, 1.0))
+        if now < due + stall:
+            return True
+    return False
 
 
 def fail_run(runtime: Runtime, run: DagRunRecord, reason: str, *, action: str) -> bool:

@@ -102,3 +102,15 @@ def test_a_run_that_cannot_progress_is_failed_after_its_resumes_with_the_reason(
         timeout=30,
         message="the log line",
     )
+
+
+def test_a_retry_waiting_for_its_backoff_is_not_mistaken_for_a_lost_canvas(
+    cluster: Cluster,
+) -> None:
+    # the retry waits 20 s, over three times the stall time: the run is silent, not lost
+    run = trigger_dag(cluster.app, "t_slow_retry", run_id="slow-retry")
+    final, tasks = cluster.wait("t_slow_retry", run.run_id, timeout=BOUND)
+    assert final.state == DagRunState.SUCCESS
+    assert final.resume_count == 0
+    assert tasks["flaky_once"].try_number == 2
+    assert cluster.count("flaky-slow-retry") == 2
