@@ -155,6 +155,7 @@ def _print_ready(info: StackInfo, running: str | None) -> None:
         "beatflow dev: ready",
         f"  flower    {info.flower_url}   user {info.flower_user}   password "
         f"{info.flower_password}",
+        f"  web       {info.web_url}   user {info.web_user}   password {info.web_password}",
         f"  metrics   {info.metrics_url}",
         f"  broker    {mask_url(info.broker_url)}",
         f"  database  {mask_url(info.database_url)}",

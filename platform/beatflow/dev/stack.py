@@ -50,6 +50,9 @@ class StackInfo:
     log_dir: Path
     worker_node: str
     queues: tuple[str, ...]
+    web_url: str = ""
+    web_user: str = ""
+    web_password: str = ""
 
 
 @dataclass
@@ -122,8 +125,11 @@ class DevStack:
 
         flower_port = self._port(settings.flower_port, "BEATFLOW_FLOWER_PORT")
         metrics_port = self._port(settings.metrics_port, "BEATFLOW_METRICS_PORT")
+        web_port = self._port(settings.web_port, "BEATFLOW_WEB_PORT")
         settings_password = settings.flower_password
         password = settings_password or secrets.token_urlsafe(12)
+        web_password = settings.web_password or password  # one generated login for both UIs
+        env.update(BEATFLOW_WEB_PORT=str(web_port), BEATFLOW_WEB_PASSWORD=web_password)
         env.update(
             BEATFLOW_FLOWER_PORT=str(flower_port),
             BEATFLOW_FLOWER_PASSWORD=password,
@@ -190,6 +196,14 @@ class DevStack:
             "BEATFLOW_METRICS_PORT",
         )
         metrics_url = f"http://127.0.0.1:{metrics_port}/metrics"
+        cli = [sys.executable, "-c", exporter]  # `beatflow …` with this interpreter
+        web_port = self._start_listener(
+            "web",
+            lambda port: [*cli, "web", "--host=127.0.0.1", f"--port={port}"],
+            "http://127.0.0.1:{port}/healthz",
+            web_port,
+            "BEATFLOW_WEB_PORT",
+        )
 
         worker_node = node.replace("%h", socket.gethostname())
         self._wait_for_worker(settings, worker_node, ready_timeout)
@@ -204,6 +218,9 @@ class DevStack:
             log_dir=self.supervisor.log_dir,
             worker_node=worker_node,
             queues=queues,
+            web_url=f"http://127.0.0.1:{web_port}/",
+            web_user=settings.web_user,
+            web_password=web_password if not settings.web_password else "(BEATFLOW_WEB_PASSWORD)",
         )
 
     def _start_redis(self) -> str:
