@@ -9,6 +9,7 @@ import shutil
 import pytest
 import sqlalchemy as sa
 
+from beatflow.dag.compile import MAP_CHUNK_TASK, SEGMENT_TASK
 from beatflow.runs import trigger_dag
 from beatflow.store.models import task_runs
 from tests import procs
@@ -109,3 +110,23 @@ def test_a_message_for_a_task_this_worker_does_not_have_fails_its_task_run(clust
         rolled_worker.stop()
         cluster.workers.remove(rolled_worker)
         cluster.start_worker()
+
+
+def test_a_segment_or_map_chunk_this_worker_cannot_expand_fails_its_task_runs(cluster):
+    # a run whose plan changed under it: a segment path and a map chunk of a task that no
+    # longer exist on this worker (what a rolled deploy can leave in the queue)
+    run_id = "skewed-plan"
+    cluster.store.create_dag_run("t_effect", run_id)
+    cluster.app.send_task(SEGMENT_TASK, args=("t_effect", run_id, "7.7.7"))
+    cluster.app.send_task(MAP_CHUNK_TASK, args=("t_effect", "gone", run_id, 0, 2))
+
+    def failed() -> dict[str, str]:
+        return {k: t.state for k, t in cluster.tasks("t_effect", run_id).items()}
+
+    wait_for(
+        lambda: failed() == {k: "failed" for k in ("effect", "downstream", "gone[0]", "gone[1]")},
+        timeout=60,
+        message="the task runs of the unexpandable parts to be failed",
+    )
+    errors = [t.error or "" for t in cluster.tasks("t_effect", run_id).values()]
+    assert all("cannot be expanded" in e and "deploy skew" in e for e in errors), errors
