@@ -181,6 +181,14 @@ def test_the_uis_may_reach_redis_on_the_configured_port() -> None:
         assert 6380 in ports, f"{name}: the broker URL's port is not allowed: {ports}"
 
 
+def test_the_prod_overlay_lets_the_uis_reach_its_tls_redis_port() -> None:
+    r = render_kustomize("k8s/overlays/prod")
+    for name in ("beatflow-flower", "beatflow-web"):
+        policy = r.named("NetworkPolicy", name)
+        ports = {p["port"] for rule in policy["spec"]["egress"] for p in rule["ports"]}
+        assert 6380 in ports, f"{name}: {ports}"
+
+
 def test_helm_uninstall_removes_the_connections_secret() -> None:
     r = render(PROD)
     secret = r.named("Secret", "flow-env")
