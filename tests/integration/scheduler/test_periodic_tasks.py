@@ -17,6 +17,7 @@ from redbeat.schedulers import RedBeatSchedulerEntry
 
 from beatflow.app import create_app
 from beatflow.scheduler import keys
+from beatflow.scheduler.beat import BeatflowScheduler
 from tests.integration.scheduler.beatcluster import BeatCluster, beat_cluster
 from tests.procs import wait_for
 
@@ -128,7 +129,7 @@ def test_a_saved_redbeat_entry_never_makes_the_beat_spin(cluster: BeatCluster) -
             app=app,
             enabled=False,
         ).save()
-        beat = app.Beat().Service(app=app).get_scheduler()
+        beat = BeatflowScheduler(app=app)
         try:
             waits = [beat.tick() for _ in range(5)]
         finally:
