@@ -284,3 +284,26 @@ def test_beatflow_web_refuses_to_start_without_a_password(tmp_path: Path) -> Non
     done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=60)
     assert done.returncode == 2
     assert "BEATFLOW_WEB_PASSWORD (or BEATFLOW_WEB_PASSWORD_FILE) is required" in done.stderr
+
+
+@pytest.mark.parametrize(
+    ("headers", "same"),
+    [
+        ({}, True),  # curl, scripts: no Origin, no Referer
+        ({"origin": "http://ui.example:8080"}, True),
+        ({"origin": "https://ui.example:8080"}, True),  # TLS ended at a proxy
+        ({"referer": "https://ui.example:8080/dags/etl"}, True),
+        ({"origin": "https://evil.example"}, False),
+        ({"origin": "http://ui.example:8080.evil.example"}, False),
+        ({"origin": "null"}, False),
+        ({"referer": "https://evil.example/?u=http://ui.example:8080/"}, False),
+    ],
+)
+def test_a_change_must_come_from_the_same_host(headers: dict[str, str], same: bool) -> None:
+    from starlette.requests import Request
+
+    from beatflow.web.auth import same_origin
+
+    raw = [(b"host", b"ui.example:8080"), *((k.encode(), v.encode()) for k, v in headers.items())]
+    scope = {"type": "http", "method": "POST", "path": "/", "headers": raw, "scheme": "http"}
+    assert same_origin(Request(scope)) is same

@@ -12,6 +12,7 @@ import secrets
 import threading
 import time
 from dataclasses import dataclass
+from urllib.parse import urlsplit
 
 from fastapi import Request
 
@@ -142,15 +143,15 @@ class Auth:
 
 
 def same_origin(request: Request) -> bool:
-    """False when the browser says the request comes from another origin (Origin, or Referer
-    when Origin is absent); True when neither header is sent (non-browser clients)."""
+    """False when the browser says the request comes from another site (the host of Origin, or
+    of Referer when Origin is absent, differs from Host); True when neither header is sent
+    (non-browser clients). The scheme is not compared: behind a TLS-terminating proxy the page
+    is https while this process sees http."""
     origin = request.headers.get("origin") or request.headers.get("referer")
     if not origin:
         return True
-    host = request.headers.get("host", "")
-    scheme = request.url.scheme
-    expected = f"{scheme}://{host}"
-    return origin == expected or origin.startswith(expected + "/")
+    host = request.headers.get("host", "").lower()
+    return bool(host) and urlsplit(origin).netloc.lower() == host
 
 
 def csrf_ok(principal: Principal, request: Request, given: str | None) -> bool:
