@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from beatflow.runtime import runtime_of
 from tests.cluster import DAGS, cluster
 from tests.unit.dag.test_loader import BROKEN
 
@@ -25,7 +26,7 @@ def test_broken_modules_do_not_stop_the_worker_from_running_the_good_dags(
     with cluster(tmp_path, redis_url, postgres_url, dags=folder) as c:
         final, tasks = c.run("t_chain")
         assert final.state == "success" and tasks["join"].result == "LR12"
-        bag = c.app.beatflow.dagbag
+        bag = runtime_of(c.app).dagbag
         # zz_duplicate_dag.py's "good" has no twin in this folder, so it loads
         assert {Path(e.file).name for e in bag.errors} == set(BROKEN) - {"zz_duplicate_dag.py"}
         assert {"t_chain", "t_rules", "good"} <= set(bag.dags)

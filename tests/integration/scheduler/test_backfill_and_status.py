@@ -17,6 +17,7 @@ from beatflow.app import create_app
 from beatflow.errors import SchedulerError
 from beatflow.runs import make_run_id
 from beatflow.runs.backfill import backfill
+from beatflow.runtime import runtime_of
 from beatflow.settings import Settings
 from tests import procs
 from tests.integration.scheduler.beatcluster import BeatCluster, dag_source
@@ -50,7 +51,7 @@ def test_backfill_creates_one_run_per_tick_inside_start_date_and_is_idempotent(a
     assert {r.trigger for r in runs} == {"backfill"}
     again = backfill(app, "beat_hourly", START, START + timedelta(hours=5))
     assert [r.run_id for r in again] == [r.run_id for r in runs]
-    store = app.beatflow.store
+    store = runtime_of(app).store
     assert len(store.list_dag_runs("beat_hourly", limit=100)) == 4
 
 
