@@ -8,13 +8,19 @@ import json
 import re
 import subprocess
 import sys
+import threading
+import uuid
 from pathlib import Path
 
 import httpx
 import pytest
+import uvicorn
 
+from beatflow.settings import Settings
+from beatflow.web import create_web_app
+from tests import services
 from tests.procs import beatflow_env, wait_for
-from tests.web.conftest import PASSWORD, TOKEN, USER, WebServer
+from tests.web.conftest import DAGS, PASSWORD, TOKEN, USER, WebServer
 
 pytestmark = pytest.mark.slow
 
@@ -464,3 +470,37 @@ def test_password_guessing_is_slowed_down_per_address(web: WebServer) -> None:
         assert set(codes) == {401, 429} and codes[-2:] == [429, 429], codes
         assert codes.index(429) <= 10
         assert "too many failed logins" in r.json()["error"]
+
+
+def test_a_database_behind_the_code_is_a_503_that_says_to_upgrade(
+    postgres_server: services.PostgresServer, redis_url: str
+) -> None:
+    name = f"bf_{uuid.uuid4().hex[:12]}"
+    url = postgres_server.create_database(name)  # never migrated
+    try:
+        settings = Settings(
+            broker_url=redis_url,
+            database_url=url,
+            dags_folder=str(DAGS),
+            web_password="pw",
+            web_tokens=f"ci:{TOKEN}",
+        )
+        app = create_web_app(settings)
+        config = uvicorn.Config(app, host="127.0.0.1", port=0, log_config=None, access_log=False)
+        server = uvicorn.Server(config)
+        thread = threading.Thread(target=server.run, daemon=True)
+        thread.start()
+        try:
+            wait_for(lambda: server.started, 30, 0.05, "uvicorn to start")
+            port = server.servers[0].sockets[0].getsockname()[1]
+            r = httpx.get(
+                f"http://127.0.0.1:{port}/api/v1/health",
+                headers={"Authorization": f"Bearer {TOKEN}"},
+            )
+            assert r.status_code == 503
+            assert "run `beatflow db upgrade`" in r.json()["error"]
+        finally:
+            server.should_exit = True
+            thread.join(timeout=10)
+    finally:
+        postgres_server.drop_database(name)

@@ -16,6 +16,7 @@ from beatflow.errors import (
     DagNotFoundError,
     InvalidIdError,
     RunNotFoundError,
+    SchemaOutOfDateError,
     StoreUnavailableError,
     UnknownTaskError,
 )
@@ -46,6 +47,8 @@ def api_errors() -> Iterator[None]:
         raise ApiError(400, str(exc), problems=exc.problems) from exc
     except StoreUnavailableError as exc:
         raise ApiError(503, f"results database unavailable: {exc}") from exc
+    except SchemaOutOfDateError as exc:
+        raise ApiError(503, str(exc)) from exc
     except BeatflowError as exc:
         raise ApiError(409, str(exc)) from exc
 
