@@ -64,9 +64,14 @@ def test_map_leaves_rebuilds_lists_tuples_and_dicts_and_maps_only_leaves() -> No
 
 def test_a_cycle_path_starts_at_its_smallest_task_and_follows_the_edges() -> None:
     with DAG("d") as dag:
+        x, m, z = (a.override(task_id=t)() for t in "amz")
+        z >> x  # "a" hangs below the cycle: the search meets the cycle at z first
+        z >> m >> z
+    assert dag.model.find_cycle() == ["m", "z", "m"]
+    with DAG("d2") as dag2:
         b, c, d, e = (a.override(task_id=t)() for t in "bcde")
-        e >> c >> d >> b >> c  # the cycle c -> d -> b -> c, reached from e
-    assert dag.model.find_cycle() == ["b", "c", "d", "b"]
+        e >> c >> d >> b >> c
+    assert dag2.model.find_cycle() == ["b", "c", "d", "b"]
     with DAG("acyclic") as ok:
         a.override(task_id="x")() >> a.override(task_id="y")()
     assert ok.model.find_cycle() == []
