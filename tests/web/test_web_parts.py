@@ -307,3 +307,29 @@ def test_a_change_must_come_from_the_same_host(headers: dict[str, str], same: bo
     raw = [(b"host", b"ui.example:8080"), *((k.encode(), v.encode()) for k, v in headers.items())]
     scope = {"type": "http", "method": "POST", "path": "/", "headers": raw, "scheme": "http"}
     assert same_origin(Request(scope)) is same
+
+
+def test_a_result_preview_is_capped_and_says_so() -> None:
+    from beatflow.web.views import result_preview
+
+    assert result_preview({"n": 1}) == {"preview": '{"n": 1}', "bytes": 8, "truncated": False}
+    big = result_preview(["é" * 10_000])
+    assert big["truncated"] is True and big["bytes"] == 60_004  # \u00e9: 6 bytes of JSON
+    assert len(big["preview"].encode()) <= 4096
+
+
+def test_task_logs_are_pruned_with_their_run(tmp_path: Path) -> None:
+    from beatflow.store import Store
+
+    store = Store(f"sqlite:///{tmp_path / 'r.db'}")
+    store.upgrade()
+    for run_id in ("old", "live"):
+        store.create_dag_run("d", run_id)
+        store.add_task_logs(
+            [TaskLogBatch("d", run_id, "t", -1, 1, [{"message": f"{run_id} line"}])]
+        )
+    store.finish_dag_run("d", "old", "success")
+    assert store.prune(timedelta(0)) == 1
+    assert store.get_task_logs("d", "old", "t") == []
+    assert [x["message"] for x in store.get_task_logs("d", "live", "t")] == ["live line"]
+    store.close()
