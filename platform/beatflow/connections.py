@@ -204,7 +204,12 @@ def redbeat_config(url: str, *, timeout: float | None = None) -> dict[str, Any]:
             "redbeat_redis_options": options,
         }
     else:
-        config = {"redbeat_redis_url": url, "redbeat_redis_options": {}}
+        # RedBeat hands these to its client: a call on a dead connection fails, never hangs
+        timeouts = {"socket_timeout": timeout, "socket_connect_timeout": timeout}
+        config = {
+            "redbeat_redis_url": url,
+            "redbeat_redis_options": {k: v for k, v in timeouts.items() if v is not None},
+        }
     if ep.tls:
         config["redbeat_redis_use_ssl"] = dict(ep.tls)
     return config

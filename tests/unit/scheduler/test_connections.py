@@ -54,6 +54,7 @@ def test_a_plain_url_is_passed_through_unchanged() -> None:
     assert config["broker_url"] == "redis://:pw@h:6379/3"
     assert config["broker_use_ssl"] is None
     assert "master_name" not in config["broker_transport_options"]
+    assert config["redbeat_redis_options"]["socket_timeout"] > 0  # RedBeat's client never hangs
 
 
 @pytest.mark.parametrize(
