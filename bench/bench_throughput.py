@@ -454,6 +454,39 @@ def main() -> None:
         worker.stop()
         raw_worker.stop()
     report(rows, floor)
+    for kind, seconds in plan_seconds().items():
+        print(f"plan a 10,000-task non-series-parallel DAG ({kind}): {seconds * 1000:,.0f} ms")
+
+
+def plan_seconds(n: int = 10_000, width: int = 100, rounds: int = 3) -> dict[str, float]:
+    """Median time to plan a non-series-parallel DAG of ``n`` tasks: each task waits for two
+    random tasks of the level above ("layered"), or for 1-3 of the 50 tasks before it."""
+    import random
+
+    from beatflow.dag.model import DAG, TaskSpec
+    from beatflow.dag.plan import build_plan
+
+    def make(kind: str) -> DAG:
+        rng = random.Random(1)
+        dag = DAG(f"plan_{kind}")
+        names = [f"n{i}" for i in range(n)]
+        for name in names:
+            dag.add_task(TaskSpec(task_id=name, fn=lambda: None))
+        for i in range(1, n):
+            if kind == "layered":
+                ups = rng.sample(range((i // width - 1) * width, (i // width) * width), 2)
+                ups = ups if i >= width else []
+            else:
+                ups = rng.sample(range(max(0, i - 50), i), min(i, rng.randint(1, 3)))
+            for u in ups:
+                dag.tasks[names[i]].order_upstream.add(names[u])
+        return dag
+
+    out = {}
+    for kind in ("layered", "random"):
+        dag = make(kind)
+        out[kind] = statistics.median(timed(lambda dag=dag: build_plan(dag)) for _ in range(rounds))
+    return out
 
 
 def fmt(seconds: float) -> str:

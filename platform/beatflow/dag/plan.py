@@ -7,6 +7,7 @@ operations, so 10,000 tasks plan in well under a second."""
 from __future__ import annotations
 
 import heapq
+import itertools
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
@@ -204,7 +205,11 @@ def _decompose(g: _Graph, members: list[int], plan: Plan) -> Node:
         if not cuts and len(members) <= SMALL_COMPONENT:
             cuts = [_barrier(g, members, plan)]
         elif not cuts:
-            members, cuts = _level_cuts(g, members, plan)
+            # levels have no edge inside: each is a Parallel of leaves, nothing left to split
+            ordered, cuts = _level_cuts(g, members, plan)
+            levels = [ordered[a:b] for a, b in itertools.pairwise([0, *cuts, len(ordered)])]
+            out.append(Series(tuple(_flat_parallel(g, level) for level in levels)))
+            return
         parts, start = [], 0
         for cut in [*cuts, len(members)]:
             parts.append(members[start:cut])
@@ -226,6 +231,12 @@ def _decompose(g: _Graph, members: list[int], plan: Plan) -> Node:
                 children.extend(child.children if isinstance(child, Series) else (child,))
             out.append(Series(tuple(children)))
     return root[0]
+
+
+def _flat_parallel(g: _Graph, members: list[int]) -> Node:
+    if len(members) == 1:
+        return Leaf(g.order[members[0]])
+    return Parallel(tuple(Leaf(g.order[v]) for v in members))
 
 
 def _components(g: _Graph, members: list[int]) -> list[list[int]]:
@@ -354,7 +365,11 @@ def _level_cuts(g: _Graph, members: list[int], plan: Plan) -> tuple[list[int], l
     are ordered by the DAG only through a direct edge). Returns the new order and the cuts."""
     level: dict[int, int] = {}
     for v in members:  # topological order
-        level[v] = max((level[u] + 1 for u in g.ups[v] if u in level), default=0)
+        depth = 0
+        for u in g.ups[v]:
+            if u in level and level[u] >= depth:
+                depth = level[u] + 1
+        level[v] = depth
     ordered = sorted(members, key=lambda v: (level[v], v))
     cuts = [k for k in range(1, len(ordered)) if level[ordered[k]] != level[ordered[k - 1]]]
     bounds = [0, *cuts, len(ordered)]
@@ -363,7 +378,9 @@ def _level_cuts(g: _Graph, members: list[int], plan: Plan) -> tuple[list[int], l
         before, after = ordered[bounds[n] : bounds[n + 1]], ordered[bounds[n + 1] : bounds[n + 2]]
         later = set(after)
         edges = {(u, w) for u in before for w in g.downs[u] if w in later}
-        missing = [(u, w) for u in before for w in after if (u, w) not in edges][:listed]
+        missing = list(
+            itertools.islice(((u, w) for u in before for w in after if (u, w) not in edges), listed)
+        )
         plan.barriers.append(
             Barrier(
                 tuple(g.order[v] for v in before),
