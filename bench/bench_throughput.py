@@ -243,7 +243,7 @@ class Bench:
     # beatflow -----------------------------------------------------------------
     def bf_one(self, dag_id: str) -> None:
         rec = trigger_dag(self.app, dag_id)
-        final = follow_run(self.app, dag_id, rec.run_id, timeout=1800, poll=0.005)
+        final = follow_run(self.app, dag_id, rec.run_id, timeout=1800)  # woken by the close
         assert final.state == "success", final
 
     def bf_trigger(self, dag_id: str, n: int) -> list[tuple[str, str]]:
