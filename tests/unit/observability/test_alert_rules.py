@@ -19,6 +19,7 @@ RULES = ROOT / "platform/beatflow/observability/rules/beatflow.rules.yml"
 TESTS = Path(__file__).resolve().parent / "rules_test.yml"
 PROMISED = {
     "BeatflowNoBeatLeader",
+    "BeatflowBeatLoopStalled",
     "BeatflowBeatFailoversFlapping",
     "BeatflowDagSlaMissed",
     "BeatflowDagRepeatedFailures",
