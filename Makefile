@@ -44,7 +44,8 @@ $(STAMP): pyproject.toml
 # System tools some tests use (promtool for the alert-rule tests; podman, runc and mmdebstrap for
 # the container tests; chromium for the web UI's browser tests). Best effort: installs only what is
 # missing, only as root, only with apt-get; never fails the build by itself.
-SYSTEM_TOOLS := promtool:prometheus podman:podman runc:runc mmdebstrap:mmdebstrap chromium:chromium
+SYSTEM_TOOLS := promtool:prometheus podman:podman runc:runc mmdebstrap:mmdebstrap \
+	/usr/lib/cni/dnsname:golang-github-containernetworking-plugin-dnsname chromium:chromium
 deps-system:
 	@missing=""; for pair in $(SYSTEM_TOOLS); do \
 		cmd=$${pair%%:*}; pkg=$${pair##*:}; \

@@ -114,4 +114,17 @@ podman ${RUNTIME:+--runtime "$RUNTIME"} build --quiet --format docker "${PODMAN_
     --build-arg "PYTHON_IMAGE=$BASE" -t "$IMAGE" -f "$ROOT/Dockerfile" "$ROOT" >/dev/null
 size="$(podman image inspect --format '{{.Size}}' "$IMAGE")"
 say "built $IMAGE ($((size / 1000000)) MB)"
+
+# ---- 4. optional: Redis and PostgreSQL for docker-compose.yml without a registry -------------
+# BEATFLOW_SERVICE_IMAGES=1: localhost/beatflow-redis:local and localhost/beatflow-postgres:local
+# from Debian's packages on the same base (apt needs the network, this step only); used by
+# deploy/compose/debian-services.yml.
+if [ -n "${BEATFLOW_SERVICE_IMAGES:-}" ]; then
+    for service in redis postgres; do
+        say "building localhost/beatflow-$service:local (Debian's package)"
+        podman ${RUNTIME:+--runtime "$RUNTIME"} build --quiet --format docker --network host \
+            "${PODMAN_FLAGS[@]}" --build-arg "BASE=$BASE" -t "localhost/beatflow-$service:local" \
+            -f "$ROOT/deploy/compose/images/$service.Containerfile" "$ROOT/deploy/compose/images" >/dev/null
+    done
+fi
 echo "$IMAGE"

@@ -87,6 +87,7 @@ def build_image() -> tuple[str, float]:
     env = {
         **os.environ,
         "BEATFLOW_IMAGE": IMAGE,
+        "BEATFLOW_SERVICE_IMAGES": "1",  # Redis and PostgreSQL for test_compose_stack
         "PYTHON": str(procs.ROOT / ".venv" / "bin" / "python"),
     }
     done = subprocess.run(
