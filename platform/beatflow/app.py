@@ -13,7 +13,10 @@ from celery import Celery, signals
 
 from beatflow import plain
 from beatflow.celery_passthrough import install_config_masking
+from beatflow import plain
+from beatflow.celery_passthrough import install_config_masking
 from beatflow.dag.loader import load_dags as load_dags_folder
+from beatflow.execution.canvas import counting_backend
 from beatflow.execution.lease import LeaseKeeper
 from beatflow.execution.log_capture import install_log_capture
 from beatflow.execution.tasks import install
@@ -51,6 +54,7 @@ def create_app(settings: Settings | None = None, *, load_dags: bool = True) -> C
     app = Celery("beatflow", set_as_current=False)
     app.conf.update(settings.celery_config())
     install_config_masking(mask_url)  # `inspect conf`, Flower: every URL's password masked
+    app.backend_cls = counting_backend(app.conf.result_backend)  # chords count parts only
     runtime = Runtime(
         app,
         settings,

@@ -17,6 +17,7 @@ from typing import Any
 from celery import Task as CeleryTask
 from celery import group, signature
 from celery import states as celery_states
+from celery.backends.redis import RedisBackend, SentinelBackend
 
 log = logging.getLogger(__name__)
 
@@ -68,3 +69,37 @@ def _callback_signatures(callbacks: Any, app: Any) -> list[Any]:
     if len(plain) > 1:
         return [*groups, group(plain, app=app)]
     return [*groups, *plain]
+
+
+# ------------------------------------------------------------------ chords count parts only
+
+
+class _CountOnlyChords:
+    """Chords whose header holds a group or a chord (a parallel branch that fans out and back
+    in) made Celery's Redis backend save the header's GroupResult and, on the last part, *join*
+    the header tasks' stored results. beatflow's tasks store none (results live in the results
+    DB), so that join waited result_chord_join_timeout and failed the body: the DAG run hung.
+    beatflow's signatures are immutable, so the body needs no header results: never save the
+    GroupResult, and the last part sends the body from the part count alone."""
+
+    def apply_chord(self, header_result_args: Any, body: Any, **kwargs: Any) -> None:
+        return None
+
+
+class CountingRedisBackend(_CountOnlyChords, RedisBackend):  # type: ignore[misc]
+    """Celery's Redis result backend whose chords only count their parts."""
+
+
+class CountingSentinelBackend(_CountOnlyChords, SentinelBackend):  # type: ignore[misc]
+    """Celery's Redis Sentinel result backend whose chords only count their parts."""
+
+
+def counting_backend(url: str) -> str | None:
+    """The ``Celery.backend_cls`` value for result backend ``url`` (``module:Class+url``), or
+    None for a URL Celery's own backend should handle."""
+    scheme = url.partition("://")[0]
+    if scheme in ("redis", "rediss"):
+        return f"{__name__}:CountingRedisBackend+{url}"
+    if scheme == "sentinel":
+        return f"{__name__}:CountingSentinelBackend+{url}"
+    return None

@@ -141,3 +141,16 @@ def test_two_concurrent_calls_with_one_key_run_the_body_once(plain: Cluster) -> 
     first, second = task.delay("S1"), task.delay("S1")  # the worker runs both at once
     assert first.get(timeout=60) == second.get(timeout=60) == "done S1"
     assert plain.count("slow-S1") == 1
+
+
+def test_a_chain_next_to_a_fan_out_and_back_in_finishes(plain: Cluster) -> None:
+    final, tasks = plain.run("p_shape", timeout=60)
+    assert final.state == "failed"
+    assert {k: t.state for k, t in tasks.items()} == {
+        "first": "success",
+        "then": "success",
+        "broken": "failed",
+        "fine": "success",
+        "join": "success",
+        "strict": "upstream_failed",
+    }

@@ -10,3 +10,21 @@ def hello() -> str:
 
 with DAG("p_dag"):
     hello()
+
+
+@task
+def broken() -> None:
+    raise ValueError("broken")
+
+
+def _after(rule: str, name: str):
+    return task(trigger_rule=rule)(lambda: rule).override(task_id=name)
+
+
+with DAG("p_shape"):
+    # a chain next to a fan-out/fan-in: the root chord's header holds a chord whose body is a
+    # group, which Celery's Redis backend joined on stored results (a hang before the fix)
+    hello.override(task_id="first")() >> _after("all_done", "then")()
+    parts = [broken(), _after("all_done", "fine")()]
+    parts >> _after("all_done", "join")()
+    parts >> _after("all_success", "strict")()
