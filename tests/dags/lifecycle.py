@@ -87,3 +87,20 @@ def flaky_once(ctx) -> str:
 
 with DAG("t_slow_retry"):
     flaky_once()
+
+
+@task(retries=0)
+def held(ctx) -> str:
+    mark(f"held-{ctx.run_id}")
+    _wait_gate(ctx, "held")
+    return "held"
+
+
+@task(retries=0, trigger_rule="all_done")
+def after_all_done(value: str, ctx) -> str:
+    mark(f"after-all-done-{ctx.run_id}")
+    return "ran"
+
+
+with DAG("t_cancel_all_done", params={"hold": 30.0}):
+    after_all_done(held())

@@ -37,7 +37,7 @@ from beatflow.execution.decide import Action, ClaimSeen, Situation, decide
 from beatflow.execution.options import store_retry_delay
 from beatflow.ids import check_run_id
 from beatflow.logs import correlation
-from beatflow.states import TaskRunState
+from beatflow.states import DAG_RUN_FINAL, TaskRunState
 
 if TYPE_CHECKING:
     from beatflow.runtime import Runtime
@@ -180,15 +180,32 @@ def _record_broken(
     had (a conditional update), so the DAG run still ends instead of hanging in "running"."""
     error = f"{type(exc).__name__}: {exc}"
     log.exception("task %s could not be run: %s", task_id, error)
-    runtime.store.fail_task_run(
-        default_dedupe_key(dag_id, run_id, task_id, index),
+    key = default_dedupe_key(dag_id, run_id, task_id, index)
+    reason, tb = f"could not run the task: {error}", traceback.format_exc()
+    failed = runtime.store.fail_task_run(
+        key,
         dag_id=dag_id,
         run_id=run_id,
         task_id=task_id,
         map_index=index,
-        error=f"could not run the task: {error}",
-        traceback=traceback.format_exc(),
+        error=reason,
+        traceback=tb,
     )
+    if failed:
+        # A task run failed for good is a dead letter, whatever failed it: once the cause is
+        # gone (the rollout finished, the template fixed) `beatflow dlq replay` runs it again.
+        runtime.store.add_dead_letter(
+            dedupe_key=key,
+            dag_id=dag_id,
+            run_id=run_id,
+            task_id=task_id,
+            map_index=index,
+            args={"run_id": run_id, "map_index": index},
+            conf={},
+            error=reason,
+            traceback=tb,
+            tries=0,
+        )
     events.task_run_finished(dag_id, task_id, "failed")
 
 
@@ -203,6 +220,11 @@ def _run(
     run = store.get_dag_run(dag.dag_id, run_id)
     if run is None:
         log.error("no DAG run %s/%s in the results database; message dropped", dag.dag_id, run_id)
+        return
+    if run.state in DAG_RUN_FINAL:
+        # Cancelled (or marked, or timed out): no task of it starts any more, whatever its rule.
+        log.info("DAG run %s/%s is %s: task %s not started", dag.dag_id, run_id, run.state,
+                 spec.task_id)  # fmt: skip
         return
     key = dedupe_key_for(spec, dag, run, index)
     own_key = default_dedupe_key(dag.dag_id, run_id, spec.task_id, index)

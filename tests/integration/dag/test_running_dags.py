@@ -144,3 +144,7 @@ def test_an_unexpected_error_in_the_wrapper_fails_the_task_and_the_run_still_clo
     assert tasks["bad_key"].state == "failed"
     assert "could not run the task: KeyError" in tasks["bad_key"].error
     assert tasks["after_all_done"].state == "success"
+    # failed for good, so a dead letter to replay once the template is fixed
+    letters = cluster.store.list_dead_letters("t_bad_key")
+    assert [(d.run_id, d.task_id) for d in letters] == [(final.run_id, "bad_key")]
+    assert "could not run the task: KeyError" in letters[0].error

@@ -150,3 +150,29 @@ def test_mark_sets_a_run_or_a_task_state_by_hand(c: Cluster) -> None:
     audit = beatflow(c, "runs", "audit", "t_effect", "mark-me", "--json")
     actions = [(a["actor"], a["action"]) for a in json.loads(audit.stdout)]
     assert actions[0] == ("carol", "mark") and len(actions) == 2
+
+
+def test_a_cancelled_run_starts_no_task_even_one_whose_rule_ignores_upstream_states(
+    c: Cluster,
+) -> None:
+    run = trigger_dag(c.app, "t_cancel_all_done", run_id="cancel-all-done")
+    wait_for(lambda: c.count("held-cancel-all-done") == 1, timeout=60, message="the held task")
+    out = beatflow(c, "runs", "cancel", "t_cancel_all_done", run.run_id, "--actor", "carol")
+    assert out.returncode == 0, out.stderr
+    (c.marks / "gate-cancel-all-done-held").touch()
+    # A message for the downstream task arrives after the cancel (a redelivery, a late resume):
+    # its rule (all_done) would run it whatever the upstream states, but the run is over.
+    c.app.send_task(
+        "t_cancel_all_done.after_all_done",
+        args=[run.run_id, None],
+        queue=c.env["BEATFLOW_QUEUES"],
+    )
+    wait_for(
+        lambda: "DAG run t_cancel_all_done/cancel-all-done is cancelled: task after_all_done "
+        "not started" in c.log(),
+        timeout=60,
+        message="the all_done task's message to be refused",
+    )
+    assert c.count("after-all-done-cancel-all-done") == 0
+    tasks = c.tasks("t_cancel_all_done", run.run_id)
+    assert "after_all_done" not in tasks or tasks["after_all_done"].state != TaskRunState.SUCCESS
