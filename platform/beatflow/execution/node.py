@@ -221,11 +221,6 @@ def _run(
     if run is None:
         log.error("no DAG run %s/%s in the results database; message dropped", dag.dag_id, run_id)
         return
-    if run.state in DAG_RUN_FINAL:
-        # Cancelled (or marked, or timed out): no task of it starts any more, whatever its rule.
-        log.info("DAG run %s/%s is %s: task %s not started", dag.dag_id, run_id, run.state,
-                 spec.task_id)  # fmt: skip
-        return
     key = dedupe_key_for(spec, dag, run, index)
     own_key = default_dedupe_key(dag.dag_id, run_id, spec.task_id, index)
     # Read only this task's and its upstream's rows: a wide DAG must not make every task read
@@ -246,6 +241,12 @@ def _run(
     decision = decide(situation)
     if decision.action is Action.DONE and own is not None:
         _done(task, dag, spec, run_id, key, own)
+        return
+    if run.state in DAG_RUN_FINAL:
+        # Cancelled (or marked, or timed out): no task of it starts any more, whatever its rule
+        # (a duplicate of a task that finished is still reported as one, just above).
+        log.info("DAG run %s/%s is %s: task %s not started", dag.dag_id, run_id, run.state,
+                 spec.task_id)  # fmt: skip
         return
     if decision.action is Action.WAIT:
         log.info("task %s waits: %s", spec.task_id, decision.reason)
