@@ -198,7 +198,6 @@ class DagRunsMixin(StoreBase):
         limit. The work is bounded by the limit, whatever the number of queued runs: a COUNT
         capped at the limit and a LIMIT'ed select on the (dag_id, state, logical_date) index.
         """
-        now = utcnow()
         with self._write(f"starting queued runs of DAG {dag_id}", transaction=True) as conn:
             if self.dialect == "postgresql":
                 conn.execute(
@@ -208,6 +207,9 @@ class DagRunsMixin(StoreBase):
                         )
                     )
                 )
+            # read the clock once the lock is held: a dispatcher that waited for it must not
+            # stamp a later run with an earlier start than the one the winner started
+            now = utcnow()
             running = sa.select(dag_runs.c.id).where(
                 dag_runs.c.dag_id == dag_id, dag_runs.c.state == DAG_RUNNING
             )
