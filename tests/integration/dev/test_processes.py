@@ -43,7 +43,7 @@ def test_stop_kills_a_sigterm_deaf_child_and_its_group_after_the_grace(tmp_path:
     started = time.monotonic()
     supervisor.stop_all(grace=0.5)
 
-    assert time.monotonic() - started < 10
+    assert time.monotonic() - started < 30  # the 0.5 s grace, then SIGKILL: not a long wait
     _, alive = psutil.wait_procs(group, timeout=5)
     assert [p for p in alive if p.status() != psutil.STATUS_ZOMBIE] == []
     assert list((tmp_path / "run").glob(f"*{PID_SUFFIX}")) == []
