@@ -13,8 +13,6 @@ from celery import Celery, signals
 
 from beatflow import plain
 from beatflow.celery_passthrough import install_config_masking
-from beatflow import plain
-from beatflow.celery_passthrough import install_config_masking
 from beatflow.dag.loader import load_dags as load_dags_folder
 from beatflow.execution.canvas import counting_backend
 from beatflow.execution.lease import LeaseKeeper
