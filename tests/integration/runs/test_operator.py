@@ -168,8 +168,10 @@ def test_a_cancelled_run_starts_no_task_even_one_whose_rule_ignores_upstream_sta
         queue=c.env["BEATFLOW_QUEUES"],
     )
     wait_for(
-        lambda: "DAG run t_cancel_all_done/cancel-all-done is cancelled: task after_all_done "
-        "not started" in c.log(),
+        lambda: (
+            "DAG run t_cancel_all_done/cancel-all-done is cancelled: task after_all_done "
+            "not started" in c.log()
+        ),
         timeout=60,
         message="the all_done task's message to be refused",
     )
