@@ -217,16 +217,14 @@ def _run(
     runtime: Runtime, task: CeleryTask, dag: DAG, spec: TaskSpec, run_id: str, index: int
 ) -> None:
     store = runtime.store
-    run = store.get_dag_run(dag.dag_id, run_id)
+    # One statement reads the run and the rows this task needs: its upstream's and its own (a
+    # mapped instance never reads its siblings; a 10,000-wide fan-in reads its run once).
+    run, rows = store.read_for_task(dag.dag_id, run_id, spec.task_id, index, spec.upstream)
     if run is None:
         log.error("no DAG run %s/%s in the results database; message dropped", dag.dag_id, run_id)
         return
     key = dedupe_key_for(spec, dag, run, index)
     own_key = default_dedupe_key(dag.dag_id, run_id, spec.task_id, index)
-    # Read only this task's and its upstream's rows: a wide DAG must not make every task read
-    # every row of its run (the sink of a 10,000-wide fan-in reads them once, unfiltered).
-    wanted = spec.upstream | {spec.task_id}
-    rows = store.get_task_runs(dag.dag_id, run_id, wanted if len(wanted) <= 500 else None)
     own = next((t for t in rows if t.dedupe_key in (key, own_key)), None)
     situation = Situation(
         trigger_rule=spec.trigger_rule,

@@ -26,6 +26,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 FALLBACK_POLL = 5.0  # seconds between reads when no announcement arrives
+TASK_POLL = 1.0  # seconds between reads when following task changes too
 
 
 class _Wakeups:
@@ -96,6 +97,10 @@ def follow_run(
     deadline = time.monotonic() + timeout
     seen: dict[str, tuple[str, int]] = {}
     wakeups = _Wakeups(app, dag_id, run_id, tasks=on_task_change is not None)
+    if on_task_change is not None:
+        # only the run's end is announced (a publish per task run would tax every task): task
+        # changes are read at this pace
+        poll = min(poll, TASK_POLL)
     try:
         while True:
             try:
