@@ -220,7 +220,13 @@ class DevStack:
             queues=queues,
             web_url=f"http://127.0.0.1:{web_port}/",
             web_user=settings.web_user,
-            web_password=web_password if not settings.web_password else "(BEATFLOW_WEB_PASSWORD)",
+            web_password=(
+                "(BEATFLOW_WEB_PASSWORD)"
+                if settings.web_password
+                else "(BEATFLOW_FLOWER_PASSWORD)"  # the web login reuses the one the user chose
+                if settings_password
+                else web_password
+            ),
         )
 
     def _start_redis(self) -> str:
