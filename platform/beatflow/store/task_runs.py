@@ -264,30 +264,38 @@ class TaskRunsMixin(StoreBase):
         error: str | None = None,
     ) -> bool:
         """Record a state decided without running the task (upstream_failed, skipped, or failed
-        before it could start). Insert-or-ignore: returns True only if this call wrote it."""
+        before it could start). Inserts the row, or updates one that waits to run again
+        (``up_for_retry``: reset by a replay or a clear, whose upstream failed again); a final
+        or claimed row is left alone. Returns True only if this call wrote it."""
         if state not in TASK_RUN_DECIDED_STATES:
             raise StoreError(
                 f"cannot set task run {dedupe_key!r} to {state!r} without running it; "
                 f"expected one of {', '.join(sorted(TASK_RUN_DECIDED_STATES))}"
             )
-        insert = (
-            self._insert(task_runs)
-            .values(
-                dedupe_key=dedupe_key,
-                dag_id=dag_id,
-                run_id=run_id,
-                task_id=task_id,
-                map_index=map_index,
-                state=state,
-                try_number=0,
-                error=clean_text(error, ERROR_MAX_CHARS),
-                ended_at=utcnow(),
-            )
-            .on_conflict_do_nothing(index_elements=["dedupe_key"])
-            .returning(task_runs.c.id)
+        insert = self._insert(task_runs).values(
+            dedupe_key=dedupe_key,
+            dag_id=dag_id,
+            run_id=run_id,
+            task_id=task_id,
+            map_index=map_index,
+            state=state,
+            try_number=0,
+            error=clean_text(error, ERROR_MAX_CHARS),
+            ended_at=utcnow(),
         )
+        upsert = insert.on_conflict_do_update(
+            index_elements=["dedupe_key"],
+            set_={
+                "state": insert.excluded.state,
+                "error": insert.excluded.error,
+                "ended_at": insert.excluded.ended_at,
+                "lease_token": None,
+                "lease_expires_at": None,
+            },
+            where=task_runs.c.state == TASK_UP_FOR_RETRY,
+        ).returning(task_runs.c.id)
         with self._write(f"setting task run {dedupe_key!r} to {state}") as conn:
-            return conn.execute(insert).first() is not None
+            return conn.execute(upsert).first() is not None
 
     def get_task_run(self, dedupe_key: str) -> TaskRunRecord | None:
         with self._read(f"reading task run {dedupe_key!r}") as conn:

@@ -75,3 +75,22 @@ def test_a_dead_letter_replayed_after_a_fix_succeeds_under_the_same_dedupe_key(c
     assert tasks["after_fix"].result == "after fixed"
     assert cluster.store.get_dead_letter(letters[0].id).replayed_at is not None
     assert cluster.count(f"fixable-{final.run_id}") == 3
+
+
+def test_a_dead_letter_replayed_without_a_fix_fails_again_and_the_run_ends(cluster):
+    final, _ = cluster.run("t_fixable")
+    assert final.state == "failed"
+    [letter] = [d for d in cluster.store.list_dead_letters("t_fixable") if d.run_id == final.run_id]
+    replay_dead_letter(cluster.app, letter.id)  # nothing fixed: the task fails again
+    wait_for(
+        lambda: (
+            cluster.store.get_dag_run("t_fixable", final.run_id).state == "failed"
+            and cluster.tasks("t_fixable", final.run_id)["fixable"].try_number == 3
+        ),
+        timeout=90,
+        message="the replayed run to end again (failed), not hang in running",
+    )
+    tasks = cluster.tasks("t_fixable", final.run_id)
+    assert tasks["fixable"].state == "failed"
+    # the downstream task the replay reset is decided again, not left waiting to run
+    assert tasks["after_fix"].state == "upstream_failed"
