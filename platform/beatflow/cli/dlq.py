@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import getpass
+
 import click
 
 from beatflow.cli.common import echo_json, get_app_or_exit, runtime_or_exit
@@ -48,19 +50,36 @@ def show(letter_id: int, as_json: bool) -> None:
     click.echo(d.traceback or "")
 
 
+def _os_user() -> str:
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):
+        return "unknown"
+
+
 @dlq.command()
 @click.argument("letter_id", type=int)
 @click.option("--wait", is_flag=True, help="Follow the replayed run; exit 0 only on success.")
 @click.option("--timeout", type=float, default=3600.0, show_default=True)
 @click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts.")
-def replay(letter_id: int, wait: bool, timeout: float, as_json: bool) -> None:
+@click.option(
+    "--actor",
+    default=_os_user,
+    show_default="the OS user",
+    help="Who does this (recorded in the audit table).",
+)
+def replay(letter_id: int, wait: bool, timeout: float, as_json: bool, actor: str) -> None:
     """Run a dead letter's task again, as a new try under the same dedupe key, then the
     downstream tasks that did not run because of it; the DAG run is closed again."""
     from beatflow.runs import follow_run
     from beatflow.runs.replay import replay_dead_letter
+    from beatflow.runtime import runtime_of
 
     app = get_app_or_exit()
     run = replay_dead_letter(app, letter_id)
+    runtime_of(app).store.record_audit(
+        actor, "replay", run.dag_id, run.run_id, {"dead_letter": letter_id}
+    )
     out = {"letter_id": letter_id, "dag_id": run.dag_id, "run_id": run.run_id, "state": None}
     if not as_json:
         click.echo(f"replaying dead letter {letter_id} in run {run.dag_id}/{run.run_id}")

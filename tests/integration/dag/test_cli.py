@@ -65,10 +65,18 @@ def test_dlq_lists_shows_and_replays_a_dead_letter(cluster):
     code, out = cli(cluster, "dlq", "show", str(letters[0]["id"]), "--json")
     assert "not fixed yet" in json.loads(out)["traceback"]
     (cluster.marks / "fix-cli-fix").write_text("")
-    code, out = cli(cluster, "dlq", "replay", str(letters[0]["id"]), "--wait", "--timeout", "60")
+    code, out = cli(
+        cluster, "dlq", "replay", str(letters[0]["id"]), "--wait", "--timeout", "60",
+        "--actor", "dana",
+    )  # fmt: skip
     assert code == 0, out
+    [audit] = cluster.store.list_audit("t_fixable", "cli-fix")
+    assert (audit.actor, audit.action, audit.detail) == (
+        "dana", "replay", {"dead_letter": letters[0]["id"]},
+    )  # fmt: skip
     code, out = cli(cluster, "dlq", "replay", str(letters[0]["id"]))
     assert code == 1 and "was replayed" in out
+    assert len(cluster.store.list_audit("t_fixable", "cli-fix")) == 1  # a refused replay: none
 
 
 def test_bad_cli_input_gets_a_clear_error_and_enqueues_nothing(cluster):
