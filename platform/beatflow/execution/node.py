@@ -209,6 +209,21 @@ def _record_broken(
     events.task_run_finished(dag_id, task_id, "failed")
 
 
+def _row_keys(dag: DAG, spec: TaskSpec, run_id: str, index: int) -> list[str] | None:
+    """The dedupe keys of the rows a task reads (its own, its upstream's) when all are default
+    keys (then they are found by the unique key index); None when a custom key or a mapped
+    upstream (whose instances count) makes them unknowable before reading."""
+    if spec.dedupe_key is not None:
+        return None
+    keys = [default_dedupe_key(dag.dag_id, run_id, spec.task_id, index)]
+    for task_id in spec.upstream:
+        up = dag.tasks.get(task_id)
+        if up is None or up.map_over or up.dedupe_key is not None:
+            return None
+        keys.append(default_dedupe_key(dag.dag_id, run_id, task_id))
+    return keys
+
+
 def _mapped_upstream(dag: DAG, spec: TaskSpec) -> set[str]:
     return {u for u in spec.upstream if u in dag.tasks and dag.tasks[u].map_over}
 
@@ -219,7 +234,14 @@ def _run(
     store = runtime.store
     # One statement reads the run and the rows this task needs: its upstream's and its own (a
     # mapped instance never reads its siblings; a 10,000-wide fan-in reads its run once).
-    run, rows = store.read_for_task(dag.dag_id, run_id, spec.task_id, index, spec.upstream)
+    run, rows = store.read_for_task(
+        dag.dag_id,
+        run_id,
+        spec.task_id,
+        index,
+        spec.upstream,
+        keys=_row_keys(dag, spec, run_id, index),
+    )
     if run is None:
         log.error("no DAG run %s/%s in the results database; message dropped", dag.dag_id, run_id)
         return

@@ -21,10 +21,12 @@ MAX_BOUND_UPSTREAM = 500
 
 
 @functools.cache
-def _node_read(filtered: bool) -> sa.Select[Any]:
+def _node_read(filtered: bool, by_key: bool = False) -> sa.Select[Any]:
     r, t = dag_runs.c, task_runs.c
     join = sa.and_(t.dag_id == r.dag_id, t.run_id == r.run_id)
-    if filtered:
+    if by_key:  # the unique dedupe-key index: one index probe per row, whatever the run's size
+        join = sa.and_(join, t.dedupe_key.in_(sa.bindparam("p_keys", expanding=True)))
+    elif filtered:
         join = sa.and_(
             join,
             sa.or_(
@@ -47,21 +49,35 @@ def _node_read(filtered: bool) -> sa.Select[Any]:
 
 class HotPathMixin(StoreBase):
     def read_for_task(
-        self, dag_id: str, run_id: str, task_id: str, map_index: int, upstream: Collection[str]
+        self,
+        dag_id: str,
+        run_id: str,
+        task_id: str,
+        map_index: int,
+        upstream: Collection[str],
+        *,
+        keys: Collection[str] | None = None,
     ) -> tuple[DagRunRecord | None, list[TaskRunRecord]]:
         """The DAG run (None if there is none) and the task-run rows of ``upstream`` plus the
-        task's own row (``task_id``/``map_index``; under any dedupe key), in one statement."""
+        task's own row (``task_id``/``map_index``; under any dedupe key), in one statement.
+        When the caller knows every such row's dedupe key (``keys``: default keys, no mapped
+        upstream) the rows are found through the unique key index: the database fetches those
+        rows only, not every row of the run."""
         filtered = len(upstream) <= MAX_BOUND_UPSTREAM
+        by_key = keys is not None and len(keys) <= MAX_BOUND_UPSTREAM
         params: dict[str, Any] = {"p_dag_id": dag_id, "p_run_id": run_id}
-        if filtered:
+        if by_key:
+            assert keys is not None
+            params["p_keys"] = sorted(keys)
+        elif filtered:
             params |= {"p_upstream": sorted(upstream), "p_task_id": task_id, "p_index": map_index}
         with self._read(f"reading task {task_id!r} of DAG run {dag_id}/{run_id}") as conn:
-            rows = conn.execute(_node_read(filtered), params).mappings().all()
+            rows = conn.execute(_node_read(filtered, by_key), params).mappings().all()
         if not rows:
             return None, []
         run = dag_run_record(_strip(rows[0], "r_"))
         tasks = [task_run_record(_strip(row, "t_")) for row in rows if row["t_dedupe_key"]]
-        if not filtered:
+        if not filtered and not by_key:
             tasks = [t for t in tasks if t.task_id in upstream or _is_own(t, task_id, map_index)]
         return run, tasks
 

@@ -46,3 +46,13 @@ def test_a_huge_fan_in_reads_the_run_unfiltered_and_keeps_only_what_it_needs(sto
     upstream = {"a", *(f"x{i}" for i in range(MAX_BOUND_UPSTREAM))}
     _, rows = store.read_for_task("etl", "r1", "sink", -1, upstream)
     assert [t.task_id for t in rows] == ["a"]
+
+
+def test_rows_found_by_their_dedupe_keys_are_the_same_rows(store: Store):
+    seed(store)
+    keys = ["etl/r1/m[3]", "etl/r1/a"]
+    run, rows = store.read_for_task("etl", "r1", "m", 3, {"a"}, keys=keys)
+    assert run is not None
+    assert sorted((t.task_id, t.map_index) for t in rows) == [("a", -1), ("m", 3)]
+    _, none_yet = store.read_for_task("etl", "r1", "z", -1, {"a"}, keys=["etl/r1/z"])
+    assert none_yet == []
