@@ -137,19 +137,24 @@ def check_dead_letters(conn: sa.Connection) -> Check:
 
 METRIC_RE = re.compile(r'^beatflow_dag_runs_by_state\{dag="([^"]+)",state="([^"]+)"\} ([0-9.e+]+)$')
 LETTERS_RE = re.compile(r"^beatflow_dead_letters ([0-9.e+]+)$")
+FAILOVERS_RE = re.compile(r"^beatflow_beat_failovers_total ([0-9.e+]+)$")
 
 
-def scrape(url: str) -> tuple[dict[tuple[str, str], int], int | None]:
+def scrape(url: str) -> tuple[dict[tuple[str, str], int], int | None, int | None]:
+    """(runs by DAG and state, dead letters, beat failovers) as the exporter shows them."""
     with urllib.request.urlopen(url, timeout=5) as response:  # our own exporter
         text = response.read().decode()
     runs: dict[tuple[str, str], int] = {}
     letters: int | None = None
+    failovers: int | None = None
     for line in text.splitlines():
         if m := METRIC_RE.match(line):
             runs[(m.group(1), m.group(2))] = int(float(m.group(3)))
         elif m := LETTERS_RE.match(line):
             letters = int(float(m.group(1)))
-    return runs, letters
+        elif m := FAILOVERS_RE.match(line):
+            failovers = int(float(m.group(1)))
+    return runs, letters, failovers
 
 
 def db_counts(conn: sa.Connection) -> tuple[dict[tuple[str, str], int], int]:
@@ -165,10 +170,11 @@ def db_counts(conn: sa.Connection) -> tuple[dict[tuple[str, str], int], int]:
     return runs, int(letters)
 
 
-def check_metrics(conn: sa.Connection, metrics_url: str) -> Check:
-    """5. The exporter's gauges agree with the database (runs by state, dead letters)."""
+def check_metrics(conn: sa.Connection, metrics_url: str, takeovers: int = 0) -> Check:
+    """5. The exporter agrees with the database (runs by state, dead letters) and counted at
+    least the beat failovers the run caused and saw."""
     try:
-        shown, letters = scrape(metrics_url)
+        shown, letters, failovers = scrape(metrics_url)
     except OSError as exc:
         return Check("metrics agree with the database", False, f"exporter unreachable: {exc}")
     runs, db_letters = db_counts(conn)
@@ -179,10 +185,12 @@ def check_metrics(conn: sa.Connection, metrics_url: str) -> Check:
     ]
     if letters != db_letters:
         wrong.append(f"dead letters: metrics {letters}, database {db_letters}")
+    if (failovers or 0) < takeovers:
+        wrong.append(f"beat failovers: metrics {failovers}, seen by the run {takeovers}")
     return Check(
         "metrics agree with the database",
         not wrong,
-        f"{sum(runs.values())} runs and {db_letters} dead letters compared",
+        f"{sum(runs.values())} runs, {db_letters} dead letters and {takeovers} failovers compared",
         wrong[:SHOWN],
     )
 

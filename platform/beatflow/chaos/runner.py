@@ -4,6 +4,7 @@ faults, let the system drain, check the invariants and report."""
 
 from __future__ import annotations
 
+import glob
 import logging
 import random
 import shutil
@@ -22,7 +23,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from beatflow.chaos import checks, faults
-from beatflow.chaos.servers import ChaosPostgres, ChaosRedis, free_port
+from beatflow.chaos.servers import ChaosPostgres, ChaosRedis, ChaosSetupError, free_port
 from beatflow.chaos.stack import Stack
 from beatflow.chaos.workload import LEDGER_ENV, MANUAL, SCHEDULED, create_ledger, write_module
 from beatflow.settings import Settings
@@ -53,6 +54,7 @@ class ChaosOptions:
     workdir: Path | None = None
     keep: bool = False
     database_url: str | None = None  # an existing PostgreSQL: its faults are skipped
+    clock_skew: float = 0.0  # seconds the last worker's clock is shifted by (libfaketime)
 
 
 @dataclass
@@ -66,6 +68,8 @@ class ChaosReport:
     checks: list[checks.Check] = field(default_factory=list)
     load: dict[str, Any] = field(default_factory=dict)
     drained_in: float | None = None
+    clock_skew: float = 0.0
+    unplanned_exits: list[str] = field(default_factory=list)
     workdir: str = ""
 
     @property
@@ -83,6 +87,8 @@ class ChaosReport:
             "triggers": dict(self.triggers),
             "load": self.load,
             "drained_in_seconds": self.drained_in,
+            "clock_skew_seconds": self.clock_skew,
+            "unplanned_exits": self.unplanned_exits,
             "invariants": [
                 {"name": c.name, "ok": c.ok, "detail": c.detail, "evidence": c.evidence}
                 for c in self.checks
@@ -104,6 +110,14 @@ class ChaosReport:
             "manual triggers: " + ", ".join(f"{k} {n}" for k, n in sorted(self.triggers.items()))
         )
         lines.append("load: " + ", ".join(f"{k} {v}" for k, v in self.load.items()))
+        if self.clock_skew:
+            lines.append(f"the last worker's clock ran {self.clock_skew:+.1f}s off")
+        if self.unplanned_exits:
+            lines.append(
+                f"processes that died on their own and were restarted (as a supervisor would): "
+                f"{len(self.unplanned_exits)}"
+            )
+            lines += [f"      {e}" for e in self.unplanned_exits]
         if self.drained_in is not None:
             lines.append(f"drained {self.drained_in:.1f}s after the last fault")
         for c in self.checks:
@@ -111,6 +125,19 @@ class ChaosReport:
             lines += [f"      {e}" for e in c.evidence]
         lines.append("every invariant held" if self.ok else "INVARIANTS VIOLATED")
         return "\n".join(lines)
+
+
+def clock_skew_env(seconds: float) -> dict[str, str]:
+    """The environment that runs a process with its clock shifted by ``seconds`` (Debian's
+    libfaketime)."""
+    if not seconds:
+        return {}
+    libs = sorted(glob.glob("/usr/lib/*/faketime/libfaketimeMT.so.1"))
+    if not libs:
+        raise ChaosSetupError("--clock-skew needs libfaketime: apt-get install faketime")
+    # FAKETIME_DONT_FAKE_MONOTONIC=1 would make time.sleep fail with EINVAL (Python sleeps on
+    # an absolute CLOCK_MONOTONIC deadline); a constant offset on the monotonic clock is harmless.
+    return {"LD_PRELOAD": libs[0], "FAKETIME": f"{seconds:+.3f}s"}
 
 
 class ChaosRun:
@@ -121,7 +148,9 @@ class ChaosRun:
         root = options.workdir or Path(tempfile.mkdtemp(prefix="beatflow-chaos-"))
         self.workdir = root.resolve()
         self.workdir.mkdir(parents=True, exist_ok=True)
-        self.report = ChaosReport(options.seed, options.duration, workdir=str(self.workdir))
+        self.report = ChaosReport(
+            options.seed, options.duration, workdir=str(self.workdir), clock_skew=options.clock_skew
+        )
         self.redis = ChaosRedis(self.workdir / "redis")
         self.postgres: ChaosPostgres | None = None
         self.stack: Stack | None = None
@@ -176,7 +205,9 @@ class ChaosRun:
         logs.mkdir(exist_ok=True)
         self.stack = Stack(env, logs)
         for i in range(self.options.workers):
-            self.stack.add_worker(f"chaos-worker-{i + 1}")
+            last = i == self.options.workers - 1
+            skewed = clock_skew_env(self.options.clock_skew) if last else {}
+            self.stack.add_worker(f"chaos-worker-{i + 1}", skewed)
         self.stack.add_beat("chaos-beat-1")
         self.stack.add_beat("chaos-beat-2")
         self.stack.add_exporter(self.metrics_port)
@@ -225,11 +256,15 @@ class ChaosRun:
             if not order and time.monotonic() >= end:
                 break
             kind = order.pop(0) if order else self.rng.choice(kinds)
+            died = self.stack.revive()  # died on their own since the last fault: restart them
             what = faults.FAULTS[kind](ctx)
-            revived = self.stack.revive()
+            died += self.stack.revive()
             self.report.faults[kind] += 1
             stamp = f"{time.monotonic() - began:6.1f}s"
-            line = f"{stamp} {what}" + (f" (restarted {', '.join(revived)})" if revived else "")
+            self.report.unplanned_exits += [f"{stamp} {d}" for d in died]
+            line = f"{stamp} {what}" + (
+                f" (died on its own, restarted: {'; '.join(died)})" if died else ""
+            )
             self.report.fault_log.append(line)
             self.echo(f"chaos: {line}")
         self.stop_at = datetime.now(UTC)
@@ -334,7 +369,7 @@ class ChaosRun:
         deadline = time.monotonic() + 60
         while True:
             with self.engine.connect() as conn:
-                metrics = checks.check_metrics(conn, url)
+                metrics = checks.check_metrics(conn, url, len(self.report.takeovers))
             if metrics.ok or time.monotonic() > deadline:
                 break
             time.sleep(1)

@@ -55,6 +55,21 @@ class Child:
         elif sig == signal.SIGCONT:
             self.paused = False
 
+    def last_error(self) -> str:
+        """The last critical or error line of the child's log, cut short ('' if none)."""
+        try:
+            with open(self.log_path, "rb") as f:
+                f.seek(max(0, self.log_path.stat().st_size - 65536))
+                lines = f.read().decode(errors="replace").splitlines()
+        except OSError:
+            return ""
+        for line in reversed(lines):
+            if '"critical"' in line or "Unrecoverable error" in line or "CRITICAL" in line:
+                start = line.find('"message": "')
+                text = line[start + 12 :].split('", "', 1)[0] if start >= 0 else line
+                return text.replace('\\"', '"')[:160]
+        return ""
+
     def kill(self) -> None:
         self.signal(signal.SIGCONT)
         self.signal(signal.SIGKILL)
@@ -123,12 +138,14 @@ class Stack:
             child.start()
 
     def revive(self) -> list[str]:
-        """Start every child that is not running (a supervisor's restart); returns their names."""
+        """Start every child that is not running (a supervisor's restart, as Kubernetes does for
+        a container that exits); returns, for each, its name and why it died (its last error)."""
         started = []
         for child in self.children:
             if not child.is_running():
+                why = child.last_error()
                 child.start()
-                started.append(child.name)
+                started.append(f"{child.name} ({why})" if why else child.name)
         return started
 
     def stop_all(self) -> None:
