@@ -24,8 +24,10 @@ MAX_BOUND_UPSTREAM = 500
 def _node_read(filtered: bool, by_key: bool = False) -> sa.Select[Any]:
     r, t = dag_runs.c, task_runs.c
     join = sa.and_(t.dag_id == r.dag_id, t.run_id == r.run_id)
-    if by_key:  # the unique dedupe-key index: one index probe per row, whatever the run's size
-        join = sa.and_(join, t.dedupe_key.in_(sa.bindparam("p_keys", expanding=True)))
+    if by_key:
+        # only the unique dedupe-key index applies (the run is checked on the rows read): one
+        # probe per row whatever the run's size, even before the planner has statistics
+        join = t.dedupe_key.in_(sa.bindparam("p_keys", expanding=True))
     elif filtered:
         join = sa.and_(
             join,
@@ -77,7 +79,9 @@ class HotPathMixin(StoreBase):
             return None, []
         run = dag_run_record(_strip(rows[0], "r_"))
         tasks = [task_run_record(_strip(row, "t_")) for row in rows if row["t_dedupe_key"]]
-        if not filtered and not by_key:
+        if by_key:
+            tasks = [t for t in tasks if t.dag_id == dag_id and t.run_id == run_id]
+        elif not filtered:
             tasks = [t for t in tasks if t.task_id in upstream or _is_own(t, task_id, map_index)]
         return run, tasks
 
