@@ -165,6 +165,20 @@ class PgMeter:
         return delta
 
 
+def seed_history(dsn: str, rows: int) -> None:
+    """A results DB with history, analysed, like any deployment's (a fresh, never-analysed
+    table makes the planner pick sequential scans that no real database would)."""
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(
+            "INSERT INTO task_runs (dedupe_key, dag_id, run_id, task_id, map_index, state, "
+            "try_number) SELECT 'history/r' || (i / 10) || '/t' || (i % 10), 'history', "
+            "'r' || (i / 10), 't' || (i % 10), -1, 'success', 1 FROM generate_series(1, %s) i",
+            (rows,),
+        )
+        conn.execute("ANALYZE task_runs")
+        conn.execute("ANALYZE dag_runs")
+
+
 def floor_cost(meter: PgMeter, n: int) -> dict[str, float]:
     """A bare insert + update per task run with psycopg (autocommit: two transactions)."""
     with psycopg.connect(meter.dsn, autocommit=True) as conn:
@@ -353,6 +367,9 @@ def main() -> None:
     parser.add_argument("--beat-dags", type=int, default=1000)
     parser.add_argument("--only", default="", help="comma-separated row numbers (1-based)")
     parser.add_argument("--no-counters", action="store_true")
+    parser.add_argument(
+        "--history", type=int, default=100_000, help="old task runs to start from (then ANALYZE)"
+    )
     args = parser.parse_args()
     # SIGTERM (timeout, kill) unwinds like Ctrl-C, so the finally below stops both workers
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
@@ -382,6 +399,7 @@ def main() -> None:
     }
     settings = Settings.from_env(env)
     Store.from_settings(settings).upgrade()
+    seed_history(dsn, args.history)
     os.environ["RAW_BROKER_URL"] = raw_redis
     import raw_app
 
