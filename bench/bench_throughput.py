@@ -171,8 +171,8 @@ def seed_history(dsn: str, rows: int) -> None:
     with psycopg.connect(dsn, autocommit=True) as conn:
         conn.execute(
             "INSERT INTO task_runs (dedupe_key, dag_id, run_id, task_id, map_index, state, "
-            "try_number) SELECT 'history/r' || (i / 10) || '/t' || (i % 10), 'history', "
-            "'r' || (i / 10), 't' || (i % 10), -1, 'success', 1 FROM generate_series(1, %s) i",
+            "try_number) SELECT 'history/r' || (i / 10) || '/t' || (i %% 10), 'history', "
+            "'r' || (i / 10), 't' || (i %% 10), -1, 'success', 1 FROM generate_series(1, %s) i",
             (rows,),
         )
         conn.execute("ANALYZE task_runs")
