@@ -267,6 +267,12 @@ class Settings:
             "broker_url": connections.kombu_url(self.broker_url),
             "result_backend": connections.kombu_url(self.effective_result_backend_url),
             "broker_use_ssl": connections.ssl_options(self.broker_url),
+            # kombu's Redis transport, repaired so a worker survives its Redis restarting
+            "broker_transport": (
+                "beatflow.broker_transport:Transport"
+                if urlsplit(self.broker_url).scheme in ("redis", "rediss")
+                else None
+            ),
             "redis_backend_use_ssl": connections.ssl_options(self.effective_result_backend_url),
             "broker_transport_options": {
                 **transport,

@@ -32,6 +32,7 @@ LAYERS: list[set[str]] = [
         "times",
         "records_json",
         "celery_passthrough",
+        "broker_transport",
     },
     {"dag"},
     {"store"},

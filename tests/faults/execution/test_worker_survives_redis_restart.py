@@ -1,0 +1,42 @@
+"""A worker survives its Redis restarting while a task runs. Stock kombu (celery/kombu#970,
+#582) lets the worker die of it ("Unrecoverable error: AttributeError 'NoneType' object has no
+attribute 'hostname'", while restoring unacked messages on the way down); beatflow's Redis
+transport keeps the connection details that restore needs, so the worker reconnects instead."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from beatflow.runs import trigger_dag
+from beatflow.states import DagRunState
+from tests.cluster import cluster
+from tests.procs import wait_for
+from tests.services import OwnedRedis
+
+pytestmark = pytest.mark.slow
+
+
+def test_a_worker_survives_a_redis_restart_while_a_task_runs(
+    tmp_path: Path, own_redis: OwnedRedis, postgres_url: str
+) -> None:
+    with cluster(tmp_path, own_redis.url, postgres_url) as c:
+        worker = c.workers[0]
+        run = trigger_dag(c.app, "t_single", run_id="redis-restart", conf={"sleep": 6.0})
+        wait_for(lambda: c.count("step-redis-restart") == 1, timeout=60, message="the step")
+        own_redis.stop()
+        own_redis.start()
+        wait_for(
+            lambda: (
+                "Connected to " in worker.log().split("Connection to broker lost")[-1]
+                and "Connection to broker lost" in worker.log()
+            ),
+            timeout=90,
+            message="the worker to reconnect after the restart",
+        )
+        assert worker.popen is not None and worker.popen.poll() is None, worker.log()[-3000:]
+        assert "Unrecoverable error" not in worker.log()
+        final, _ = c.wait("t_single", run.run_id, timeout=180)
+        assert final.state == DagRunState.SUCCESS
+        assert c.count("step-redis-restart") == 1  # the step itself ran once
