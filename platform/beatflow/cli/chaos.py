@@ -29,7 +29,7 @@ def _kinds(value: str) -> tuple[str, ...]:
     type=click.FloatRange(5, 86_400),
     default=120,
     show_default=True,
-    help="Seconds of fault injection (the drain and checks come after).",
+    help="Seconds of fault injection, at least: every chosen fault kind is injected once.",
 )
 @click.option(
     "--seed",
@@ -73,6 +73,13 @@ def _kinds(value: str) -> tuple[str, ...]:
     default=None,
     help="Use this PostgreSQL instead of one of the run's own (its faults are skipped).",
 )
+@click.option(
+    "--clock-skew",
+    type=click.FloatRange(-3600, 3600),
+    default=0.0,
+    show_default=True,
+    help="Run the last worker with its clock shifted by this many seconds (needs libfaketime).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 def chaos(
     duration: float,
@@ -85,6 +92,7 @@ def chaos(
     workdir: Path | None,
     keep: bool,
     database_url: str | None,
+    clock_skew: float,
     as_json: bool,
 ) -> None:
     """Start a full local stack (own Redis with AOF, own PostgreSQL, workers, 2 beats, the
@@ -106,6 +114,7 @@ def chaos(
         workdir=workdir,
         keep=keep,
         database_url=database_url,
+        clock_skew=clock_skew,
     )
     echo = (lambda _line: None) if as_json else click.echo
     report = ChaosRun(options, echo=echo).run()
