@@ -3,6 +3,7 @@ token and is refused without it. Assets are served from the package (no CDN), be
 
 from __future__ import annotations
 
+import functools
 import hmac
 import json
 from pathlib import Path
@@ -83,10 +84,21 @@ def _safe_next(target: str) -> str:
 
 @router.get("/login")
 def login_form(request: Request, next: str = "/", error: str = "") -> Response:
+    return _login_page(request, next)
+
+
+def _login_page(request: Request, next: str, error: str = "", status: int = 200) -> Response:
+    """The login form with a fresh form token, also set as a cookie scoped to /login."""
     token = auth_of(request).login_token()
-    css = (STATIC / "app.css").read_text()
     response = _render(
-        request, "login.html", None, next=_safe_next(next), login_token=token, css=css, error=""
+        request,
+        "login.html",
+        None,
+        status=status,
+        next=_safe_next(next),
+        login_token=token,
+        css=_app_css(),
+        error=error,
     )
     response.set_cookie(
         LOGIN_COOKIE,
@@ -98,6 +110,11 @@ def login_form(request: Request, next: str = "/", error: str = "") -> Response:
         secure=request.url.scheme == "https",
     )
     return response
+
+
+@functools.cache
+def _app_css() -> str:
+    return (STATIC / "app.css").read_text()
 
 
 @router.post("/login")
@@ -121,28 +138,7 @@ def login(
         raise ApiError(429, "too many failed logins from this address: wait a minute")
     if not auth.check_password(username, password):
         auth.login_failed(client)
-        token = auth.login_token()
-        css = (STATIC / "app.css").read_text()
-        response = _render(
-            request,
-            "login.html",
-            None,
-            status=401,
-            next=_safe_next(next),
-            login_token=token,
-            css=css,
-            error="wrong user name or password",
-        )
-        response.set_cookie(
-            LOGIN_COOKIE,
-            token,
-            max_age=3600,
-            httponly=True,
-            samesite="strict",
-            path="/login",
-            secure=request.url.scheme == "https",
-        )
-        return response
+        return _login_page(request, next, "wrong user name or password", status=401)
     done = _back(_safe_next(next))
     done.set_cookie(
         SESSION_COOKIE,
