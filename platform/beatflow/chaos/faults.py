@@ -14,7 +14,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path
 
 import redis
@@ -247,7 +247,3 @@ def _backend_pids(postgres: ChaosPostgres, client_ports: set[int]) -> list[int]:
     finally:
         engine.dispose()
     return [int(pid) for pid, port in rows if int(port) in client_ports]
-
-
-def now_utc() -> datetime:
-    return datetime.now(UTC)

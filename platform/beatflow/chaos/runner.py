@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import glob
 import logging
+import os
 import random
 import shutil
 import signal
@@ -218,8 +219,6 @@ class ChaosRun:
         self.echo(f"chaos: stack up ({self.options.workers} workers, 2 beats, exporter)")
 
     def _app(self, env: dict[str, str]) -> Any:
-        import os
-
         from beatflow.app import create_app
 
         saved = os.environ.get(LEDGER_ENV)
@@ -229,6 +228,8 @@ class ChaosRun:
         finally:
             if saved is None:
                 os.environ.pop(LEDGER_ENV, None)
+            else:
+                os.environ[LEDGER_ENV] = saved
 
     def _inject(self) -> None:
         assert self.stack is not None
