@@ -38,6 +38,7 @@ from beatflow.execution.options import store_retry_delay
 from beatflow.ids import check_run_id
 from beatflow.logs import correlation
 from beatflow.states import DAG_RUN_FINAL, TaskRunState
+from beatflow.store import DeadLetterDraft
 
 if TYPE_CHECKING:
     from beatflow.runtime import Runtime
@@ -182,7 +183,10 @@ def _record_broken(
     log.exception("task %s could not be run: %s", task_id, error)
     key = default_dedupe_key(dag_id, run_id, task_id, index)
     reason, tb = f"could not run the task: {error}", traceback.format_exc()
-    failed = runtime.store.fail_task_run(
+    # A task run failed for good is a dead letter, whatever failed it (written with the row):
+    # once the cause is gone (the rollout finished, the template fixed) `beatflow dlq replay`
+    # runs it again.
+    runtime.store.fail_task_run(
         key,
         dag_id=dag_id,
         run_id=run_id,
@@ -190,22 +194,8 @@ def _record_broken(
         map_index=index,
         error=reason,
         traceback=tb,
+        letter=DeadLetterDraft(args={"run_id": run_id, "map_index": index}, conf={}, tries=0),
     )
-    if failed:
-        # A task run failed for good is a dead letter, whatever failed it: once the cause is
-        # gone (the rollout finished, the template fixed) `beatflow dlq replay` runs it again.
-        runtime.store.add_dead_letter(
-            dedupe_key=key,
-            dag_id=dag_id,
-            run_id=run_id,
-            task_id=task_id,
-            map_index=index,
-            args={"run_id": run_id, "map_index": index},
-            conf={},
-            error=reason,
-            traceback=tb,
-            tries=0,
-        )
     events.task_run_finished(dag_id, task_id, "failed")
 
 
@@ -420,22 +410,16 @@ class Attempt:
         tries: int | None = None,
         exc: BaseException | None = None,
     ) -> None:
-        """Record the final failure and a dead letter, then hand it to Celery (the canvas goes
-        on and ``exc`` is raised so Celery records FAILURE): see ``record_final_failure``."""
+        """Record the final failure and its dead letter (one transaction), then hand it to
+        Celery (the canvas goes on and ``exc`` is raised so Celery records FAILURE): see
+        ``record_final_failure``."""
         tries = self.try_number if tries is None else tries
-        self.finish("failed", error=error, traceback=tb)
-        self.runtime.store.add_dead_letter(
-            dedupe_key=self.key,
-            dag_id=self.dag.dag_id,
-            run_id=self.run.run_id,
-            task_id=self.spec.task_id,
-            map_index=self.index,
+        letter = DeadLetterDraft(
             args={"run_id": self.run.run_id, "map_index": self.index},
             conf=dict(self.run.conf),
-            error=error,
-            traceback=tb,
             tries=tries,
         )
+        self.finish("failed", error=error, traceback=tb, letter=letter)
         log.error(
             "task run %s failed after %d tries: %s; dead letter recorded", self.key, tries, error
         )

@@ -1,6 +1,7 @@
 """Deploy skew: a message made by another version of the dags folder (a rolled deploy) names a
 DAG, task or plan part this worker does not have. The task runs it stands for end ``failed``
-with a reason that says so, and the canvas goes on, so the DAG run ends instead of hanging."""
+(each with its dead letter, for ``beatflow dlq replay`` once the roll is done) with a reason
+that says so, and the canvas goes on, so the DAG run ends instead of hanging."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from celery.canvas import Signature
 
 from beatflow.execution import events
 from beatflow.execution.node import DeploySkewError, default_dedupe_key, record_final_failure
+from beatflow.store import DeadLetterDraft
 
 if TYPE_CHECKING:
     from beatflow.runtime import Runtime
@@ -47,6 +49,7 @@ def fail_unknown_task(runtime: Runtime, name: str, args: Any, kwargs: Any) -> bo
         task_id=task_id,
         map_index=index,
         error=error,
+        letter=DeadLetterDraft(args={"run_id": run_id, "map_index": index}, conf={}, tries=0),
     )
     events.task_run_finished(dag_id, task_id, "failed")
     return True
@@ -84,6 +87,9 @@ def expand_or_fail(
                 map_index=index,
                 state="failed",
                 error=f"could not run the task: {skew}",
+                letter=DeadLetterDraft(
+                    args={"run_id": run_id, "map_index": index}, conf={}, tries=0
+                ),
             )
         record_final_failure(task, skew)
         return

@@ -4,7 +4,20 @@ SQLAlchemy; everything above it sees records and beatflow errors."""
 
 from __future__ import annotations
 
-from beatflow.store.records import Claim, DagRunRecord, DeadLetterRecord, TaskRunRecord
+from beatflow.store.records import (
+    Claim,
+    DagRunRecord,
+    DeadLetterDraft,
+    DeadLetterRecord,
+    TaskRunRecord,
+)
 from beatflow.store.store import Store
 
-__all__ = ["Claim", "DagRunRecord", "DeadLetterRecord", "Store", "TaskRunRecord"]
+__all__ = [
+    "Claim",
+    "DagRunRecord",
+    "DeadLetterDraft",
+    "DeadLetterRecord",
+    "Store",
+    "TaskRunRecord",
+]

@@ -19,9 +19,38 @@ from beatflow.store.records import (
     TASK_RUN_TERMINAL_STATES,
     TASK_SUCCESS,
     TASK_UP_FOR_RETRY,
+    DeadLetterDraft,
     DeadLetterRecord,
 )
-from beatflow.store.task_runs import ERROR_MAX_CHARS, TRACEBACK_MAX_CHARS, clean_text
+from beatflow.store.text import ERROR_MAX_CHARS, TRACEBACK_MAX_CHARS, clean_text
+
+
+def dead_letter_values(
+    *,
+    dedupe_key: str,
+    dag_id: str,
+    run_id: str,
+    task_id: str,
+    map_index: int,
+    error: str | None,
+    traceback: str | None,
+    letter: DeadLetterDraft,
+) -> dict[str, Any]:
+    """The row of a new dead letter (its conf and args checked, its text cleaned)."""
+    what = f"dead letter of task run {dedupe_key!r}"
+    return {
+        "dedupe_key": dedupe_key,
+        "dag_id": dag_id,
+        "run_id": run_id,
+        "task_id": task_id,
+        "map_index": map_index,
+        "args": check_conf(letter.args, f"args of the {what}"),
+        "conf": check_conf(letter.conf, f"conf of the {what}"),
+        "error": clean_text(error, ERROR_MAX_CHARS),
+        "traceback": clean_text(traceback, TRACEBACK_MAX_CHARS),
+        "tries": letter.tries,
+        "created_at": utcnow(),
+    }
 
 
 class DeadLettersMixin(StoreBase):
@@ -39,21 +68,20 @@ class DeadLettersMixin(StoreBase):
         traceback: str | None,
         tries: int,
     ) -> int:
-        """Record a task run that exhausted its retries; returns the dead letter's id."""
+        """Record a task run that exhausted its retries; returns the dead letter's id. (The node
+        wrapper writes its letters with the failed row instead: ``finish_task_run`` and
+        ``fail_task_run`` take a ``letter``.)"""
         what = f"dead letter of task run {dedupe_key!r}"
-        values = {
-            "dedupe_key": dedupe_key,
-            "dag_id": dag_id,
-            "run_id": run_id,
-            "task_id": task_id,
-            "map_index": map_index,
-            "args": check_conf(args, f"args of the {what}"),
-            "conf": check_conf(conf, f"conf of the {what}"),
-            "error": clean_text(error, ERROR_MAX_CHARS),
-            "traceback": clean_text(traceback, TRACEBACK_MAX_CHARS),
-            "tries": tries,
-            "created_at": utcnow(),
-        }
+        values = dead_letter_values(
+            dedupe_key=dedupe_key,
+            dag_id=dag_id,
+            run_id=run_id,
+            task_id=task_id,
+            map_index=map_index,
+            error=error,
+            traceback=traceback,
+            letter=DeadLetterDraft(args=args, conf=conf, tries=tries),
+        )
         with self._write(f"adding a {what}") as conn:
             new_id = conn.execute(
                 sa.insert(dead_letters).values(**values).returning(dead_letters.c.id)

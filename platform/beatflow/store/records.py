@@ -48,6 +48,17 @@ TRIGGERS = frozenset(
 ClaimOutcome = Literal["run", "done", "held"]
 
 
+@dataclass(frozen=True, slots=True)
+class DeadLetterDraft:
+    """What a dead letter keeps beyond its task run's identity and error, given to the store
+    call that fails the task run for good, so the failed row and its letter are written in one
+    transaction: the message's arguments, the DAG run's conf, and the tries made."""
+
+    args: dict[str, Any]
+    conf: dict[str, Any]
+    tries: int
+
+
 def _duration(started_at: datetime | None, ended_at: datetime | None) -> float | None:
     if started_at is None or ended_at is None:
         return None

@@ -9,7 +9,12 @@ overwrite its successor. Lease times come from the database's clock (see claim_s
 
 Text written to the database (errors, tracebacks) is sanitised first: NUL bytes, which
 PostgreSQL refuses in text, are replaced and sizes are capped, so recording a failure can
-never itself fail on what the error says."""
+never itself fail on what the error says (store/text.py).
+
+A task run that fails for good and its dead letter are one transaction: a call that writes the
+``failed`` row with a ``letter`` writes the letter too, or neither, so a database blip between
+them can never leave a failed task run without its letter (``beatflow dlq`` would miss it) or a
+letter for a row that did not fail."""
 
 from __future__ import annotations
 
@@ -23,8 +28,9 @@ import sqlalchemy as sa
 from beatflow.errors import ResultError, StoreError
 from beatflow.store.base import StoreBase, task_run_record
 from beatflow.store.claim_sql import claim_statements
+from beatflow.store.dead_letters import dead_letter_values
 from beatflow.store.engine import dumps_json, require_aware, utcnow
-from beatflow.store.models import task_runs
+from beatflow.store.models import dead_letters, task_runs
 from beatflow.store.records import (
     TASK_FAILED,
     TASK_RUN_DECIDED_STATES,
@@ -33,24 +39,12 @@ from beatflow.store.records import (
     TASK_RUNNING,
     TASK_UP_FOR_RETRY,
     Claim,
+    DeadLetterDraft,
     TaskRunRecord,
 )
+from beatflow.store.text import ERROR_MAX_CHARS, TRACEBACK_MAX_CHARS, clean_text
 
 RESULT_HINT = "put big data in object storage and return its key"
-ERROR_MAX_CHARS = 10_000
-TRACEBACK_MAX_CHARS = 100_000
-
-
-def clean_text(text: str | None, limit: int) -> str | None:
-    """``text`` as the database accepts it: NUL bytes shown as ``\\x00``, at most ``limit``
-    characters (the cut is said)."""
-    if text is None:
-        return None
-    text = text.replace("\x00", "\\x00")
-    if len(text) > limit:
-        cut = f"... [{len(text) - limit} more characters cut]"
-        text = text[: max(0, limit - len(cut))] + cut
-    return text
 
 
 # how often a claim retries when the row changes between its statements (e.g. a concurrent reset)
@@ -141,10 +135,12 @@ class TaskRunsMixin(StoreBase):
         error: str | None = None,
         traceback: str | None = None,
         map_count: int | None = None,
+        letter: DeadLetterDraft | None = None,
     ) -> bool:
         """Record the outcome of a claimed task run (success, failed or up_for_retry). Applies
         only while ``token`` holds the lease; returns False (nothing written) otherwise.
         ``map_count``: a .map() task's instance count (its expansion, recorded out of band).
+        ``letter``: with ``failed``, the dead letter written in the same transaction.
         Raises ResultError, writing nothing, if ``result`` is not JSON or is too large."""
         if state not in TASK_RUN_FINISH_STATES:
             raise StoreError(
@@ -162,8 +158,15 @@ class TaskRunsMixin(StoreBase):
             "p_ended_at": utcnow(),
             "p_map_count": map_count,
         }
-        with self._write(f"finishing task run {dedupe_key!r}") as conn:
-            return conn.execute(claim_statements(self.dialect).finish, params).rowcount == 1
+        if letter is not None and state != TASK_FAILED:
+            raise StoreError(f"task run {dedupe_key!r}: only a failed task run has a dead letter")
+        with self._write(
+            f"finishing task run {dedupe_key!r}", transaction=letter is not None
+        ) as conn:
+            written = conn.execute(claim_statements(self.dialect).finish, params).rowcount == 1
+            if written and letter is not None:
+                self._insert_letter(conn, dedupe_key, error, traceback, letter)
+            return written
 
     def fail_task_run(
         self,
@@ -175,29 +178,58 @@ class TaskRunsMixin(StoreBase):
         map_index: int = -1,
         error: str,
         traceback: str | None = None,
+        letter: DeadLetterDraft | None = None,
     ) -> bool:
         """Mark a task run failed whatever its worker's lease (running, up_for_retry or
         missing); a final row is left alone. For failures beatflow itself hit around a task
-        (a bad DAG on this worker, a broken dedupe template): the run must still end. True if
-        this call wrote it."""
+        (a bad DAG on this worker, a broken dedupe template): the run must still end. With
+        ``letter``, its dead letter is written in the same transaction. True if this call wrote
+        it."""
         params = {
             "p_key": dedupe_key,
             "p_error": clean_text(error, ERROR_MAX_CHARS),
             "p_traceback": clean_text(traceback, TRACEBACK_MAX_CHARS),
             "p_ended_at": utcnow(),
         }
-        with self._write(f"failing task run {dedupe_key!r}") as conn:
-            if conn.execute(claim_statements(self.dialect).fail, params).rowcount == 1:
-                return True
-        return self.set_task_state(
-            dedupe_key,
-            dag_id=dag_id,
-            run_id=run_id,
-            task_id=task_id,
-            map_index=map_index,
-            state=TASK_FAILED,
-            error=error,
+        identity: dict[str, Any] = {
+            "dag_id": dag_id,
+            "run_id": run_id,
+            "task_id": task_id,
+            "map_index": map_index,
+        }
+        with self._write(f"failing task run {dedupe_key!r}", transaction=True) as conn:
+            written = conn.execute(claim_statements(self.dialect).fail, params).rowcount == 1
+            if not written:
+                upsert = self._decided_upsert(
+                    dedupe_key, state=TASK_FAILED, error=error, **identity
+                )
+                written = conn.execute(upsert).first() is not None
+            if written and letter is not None:
+                self._insert_letter(conn, dedupe_key, error, traceback, letter, **identity)
+            return written
+
+    def _insert_letter(
+        self,
+        conn: sa.Connection,
+        dedupe_key: str,
+        error: str | None,
+        traceback: str | None,
+        letter: DeadLetterDraft,
+        **identity: Any,
+    ) -> None:
+        """Insert the dead letter of the task run just failed on ``conn`` (its transaction)."""
+        if not identity:
+            row = conn.execute(
+                sa.select(
+                    task_runs.c.dag_id, task_runs.c.run_id, task_runs.c.task_id,
+                    task_runs.c.map_index,
+                ).where(task_runs.c.dedupe_key == dedupe_key)
+            ).mappings().one()  # fmt: skip
+            identity = dict(row)
+        values = dead_letter_values(
+            dedupe_key=dedupe_key, error=error, traceback=traceback, letter=letter, **identity
         )
+        conn.execute(sa.insert(dead_letters).values(**values))
 
     def record_deduped(
         self, dedupe_key: str, *, run_id: str, source: TaskRunRecord
@@ -262,16 +294,48 @@ class TaskRunsMixin(StoreBase):
         map_index: int = -1,
         state: str,
         error: str | None = None,
+        letter: DeadLetterDraft | None = None,
     ) -> bool:
         """Record a state decided without running the task (upstream_failed, skipped, or failed
         before it could start). Inserts the row, or updates one that waits to run again
         (``up_for_retry``: reset by a replay or a clear, whose upstream failed again); a final
-        or claimed row is left alone. Returns True only if this call wrote it."""
+        or claimed row is left alone. ``letter``: with ``failed``, the dead letter written in
+        the same transaction. Returns True only if this call wrote it."""
         if state not in TASK_RUN_DECIDED_STATES:
             raise StoreError(
                 f"cannot set task run {dedupe_key!r} to {state!r} without running it; "
                 f"expected one of {', '.join(sorted(TASK_RUN_DECIDED_STATES))}"
             )
+        if letter is not None and state != TASK_FAILED:
+            raise StoreError(f"task run {dedupe_key!r}: only a failed task run has a dead letter")
+        identity: dict[str, Any] = {
+            "dag_id": dag_id,
+            "run_id": run_id,
+            "task_id": task_id,
+            "map_index": map_index,
+        }
+        upsert = self._decided_upsert(dedupe_key, state=state, error=error, **identity)
+        with self._write(
+            f"setting task run {dedupe_key!r} to {state}", transaction=letter is not None
+        ) as conn:
+            written = conn.execute(upsert).first() is not None
+            if written and letter is not None:
+                self._insert_letter(conn, dedupe_key, error, None, letter, **identity)
+            return written
+
+    def _decided_upsert(
+        self,
+        dedupe_key: str,
+        *,
+        dag_id: str,
+        run_id: str,
+        task_id: str,
+        map_index: int,
+        state: str,
+        error: str | None,
+    ) -> sa.Executable:
+        """Insert a decided row, or update one that is ``up_for_retry``; returns its id when it
+        wrote (see ``set_task_state``)."""
         insert = self._insert(task_runs).values(
             dedupe_key=dedupe_key,
             dag_id=dag_id,
@@ -283,7 +347,7 @@ class TaskRunsMixin(StoreBase):
             error=clean_text(error, ERROR_MAX_CHARS),
             ended_at=utcnow(),
         )
-        upsert = insert.on_conflict_do_update(
+        return insert.on_conflict_do_update(
             index_elements=["dedupe_key"],
             set_={
                 "state": insert.excluded.state,
@@ -294,8 +358,6 @@ class TaskRunsMixin(StoreBase):
             },
             where=task_runs.c.state == TASK_UP_FOR_RETRY,
         ).returning(task_runs.c.id)
-        with self._write(f"setting task run {dedupe_key!r} to {state}") as conn:
-            return conn.execute(upsert).first() is not None
 
     def get_task_run(self, dedupe_key: str) -> TaskRunRecord | None:
         with self._read(f"reading task run {dedupe_key!r}") as conn:

@@ -106,6 +106,11 @@ def test_a_message_for_a_task_this_worker_does_not_have_fails_its_task_run(clust
         down = cluster.tasks("t_effect", record.run_id)["downstream"]
         assert "not registered on this worker" in (down.error or "")
         assert "deploy skew" in (down.error or "")
+        # failed for good, so a dead letter (written with the row), replayable once rolled
+        letters = [
+            d for d in cluster.store.list_dead_letters("t_effect") if d.run_id == record.run_id
+        ]
+        assert [(d.task_id, d.dedupe_key) for d in letters] == [("downstream", down.dedupe_key)]
     finally:
         rolled_worker.stop()
         cluster.workers.remove(rolled_worker)
@@ -130,3 +135,7 @@ def test_a_segment_or_map_chunk_this_worker_cannot_expand_fails_its_task_runs(cl
     )
     errors = [t.error or "" for t in cluster.tasks("t_effect", run_id).values()]
     assert all("cannot be expanded" in e and "deploy skew" in e for e in errors), errors
+    letters = [d for d in cluster.store.list_dead_letters("t_effect") if d.run_id == run_id]
+    assert sorted(d.dedupe_key for d in letters) == sorted(
+        t.dedupe_key for t in cluster.tasks("t_effect", run_id).values()
+    )  # every task run failed for good is a dead letter
