@@ -42,11 +42,14 @@ if [ -z "$BASE" ]; then
     BASE="localhost/beatflow-base:$key"
     if ! podman image exists "$BASE"; then
         tarball="$CACHE/base-$key.tar"
-        if [ ! -s "$tarball" ]; then
+        if [ ! -f "$tarball" ] || [ ! -s "$tarball" ]; then
             command -v mmdebstrap >/dev/null 2>&1 \
                 || die "mmdebstrap not found (apt-get install mmdebstrap), or set BEATFLOW_BASE_IMAGE=python:3.11-slim"
             say "making the base from Debian packages (mmdebstrap ${MMDEBSTRAP_ARGS[*]}; ~1-3 min, cached)"
-            mmdebstrap --quiet "${MMDEBSTRAP_ARGS[@]}" "$tarball.part"
+            # --format=tar: mmdebstrap picks the format from the target's name, and "*.tar.part"
+            # would make a directory (which `podman import` refuses); a stale one is replaced
+            rm -rf "$tarball" "$tarball.part"
+            mmdebstrap --quiet --format=tar "${MMDEBSTRAP_ARGS[@]}" "$tarball.part"
             mv "$tarball.part" "$tarball"
         fi
         say "importing $tarball as $BASE"
