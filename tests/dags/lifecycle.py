@@ -2,6 +2,7 @@
 parts wait on gate files, a run that overstays its dagrun_timeout, a task on a queue no worker
 serves."""
 
+import os
 import time
 from datetime import timedelta
 
@@ -12,6 +13,9 @@ from beatflow import DAG, task
 
 @task(retries=0)
 def step(ctx) -> int:
+    # which process runs it, so a test can tell it was terminated (cancel --terminate)
+    MARKS.mkdir(parents=True, exist_ok=True)
+    (MARKS / f"pid-step-{ctx.run_id}").write_text(str(os.getpid()))
     mark(f"step-{ctx.run_id}")
     time.sleep(ctx.params["sleep"])
     return 1

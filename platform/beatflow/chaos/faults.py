@@ -20,6 +20,7 @@ from pathlib import Path
 import redis
 import sqlalchemy as sa
 
+from beatflow import connections
 from beatflow.chaos.servers import ChaosPostgres, ChaosRedis
 from beatflow.chaos.stack import Child, Stack
 from beatflow.chaos.workload import write_module
@@ -50,7 +51,7 @@ class FaultContext:
     def leader(self) -> str | None:
         """The instance name of the beat that holds the lock, or None."""
         try:
-            client = redis.Redis.from_url(self.redis_server.url, socket_timeout=2)
+            client = connections.redis_client(self.redis_server.url, timeout=2)
             raw = client.get(keys.LEADER)
             client.close()
         except redis.RedisError:

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import redis
 
+from beatflow import connections
 from beatflow.errors import DevStackError
 
 
@@ -78,7 +79,7 @@ def wait_for_redis(
 ) -> bool:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline and not should_stop():
-        client = redis.Redis.from_url(url, socket_connect_timeout=0.5, socket_timeout=1)
+        client = connections.redis_client(url, timeout=1)
         try:
             if client.ping():
                 return True

@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 import redis
 from celery import Celery, signals
 
+from beatflow import connections
 from beatflow.errors import BeatflowError, BrokerUnavailableError, DagNotFoundError
 from beatflow.runs.lifecycle import close_run, dispatch_quietly, run_outcome, send_run
 from beatflow.runtime import Runtime, runtime_of
@@ -228,9 +229,10 @@ class Reconciler:
         settings = runtime.settings
         self.interval = settings.reconcile_interval
         self.lease_ms = int(self.interval * 3 * 1000)
-        self.redis = redis_client or redis.Redis.from_url(
-            settings.broker_url, socket_timeout=5, socket_connect_timeout=5
-        )
+        # the one client factory: a sentinel:// broker URL follows the master, rediss:// checks
+        # certificates (redis-py's from_url refuses sentinel://, and a worker_ready handler's
+        # error is swallowed: no reconciler would run at all)
+        self.redis = redis_client or connections.redis_client(settings.broker_url, timeout=5)
         self.token = uuid.uuid4().hex
         self.on_pass = on_pass
         self._stop = threading.Event()

@@ -1,8 +1,11 @@
 """The reconciler ends every run whatever step of its lifecycle was lost: a run created but
 never dispatched, a run marked running whose canvas was never sent, a run whose closing step
-was lost, a run that overstays its dagrun_timeout, a run that cannot make progress."""
+was lost, a run that overstays its dagrun_timeout, a run that cannot make progress. Each action
+is counted once by the exporter (beatflow_reconciler_actions_total{dag, action})."""
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 import pytest
 
@@ -12,7 +15,8 @@ from beatflow.runs.operator import cancel_run
 from beatflow.runtime import runtime_of
 from beatflow.states import DagRunState, TaskRunState
 from tests.cluster import Cluster
-from tests.faults.runs.conftest import BOUND
+from tests.faults.runs.conftest import BOUND, wait_action
+from tests.integration.observability.conftest import Samples
 from tests.procs import wait_for
 
 pytestmark = pytest.mark.slow
@@ -29,7 +33,7 @@ def test_a_run_created_but_never_dispatched_is_dispatched_and_runs_once(cluster:
 
 
 def test_a_run_marked_running_whose_canvas_was_never_sent_is_resumed_and_runs_once(
-    cluster: Cluster,
+    cluster: Cluster, metrics: Callable[[], Samples]
 ) -> None:
     store = cluster.store
     store.create_dag_run("t_chord", "never-sent", conf={"hold": 0.0})
@@ -47,9 +51,12 @@ def test_a_run_marked_running_whose_canvas_was_never_sent_is_resumed_and_runs_on
         timeout=30,
         message="the log line",
     )
+    assert wait_action(metrics, "t_chord", "resumed") == 1
 
 
-def test_a_run_whose_closing_step_was_lost_is_closed(cluster: Cluster) -> None:
+def test_a_run_whose_closing_step_was_lost_is_closed(
+    cluster: Cluster, metrics: Callable[[], Samples]
+) -> None:
     final, _ = cluster.run("t_single", run_id="lost-close")
     assert final.state == DagRunState.SUCCESS
     # the fault: every task is final, the finish message was lost (the run is still running)
@@ -65,16 +72,18 @@ def test_a_run_whose_closing_step_was_lost_is_closed(cluster: Cluster) -> None:
         timeout=30,
         message="the log line",
     )
+    assert wait_action(metrics, "t_single", "closed") == 1
 
 
 def test_a_run_past_its_dagrun_timeout_fails_and_its_remaining_tasks_are_cancelled(
-    cluster: Cluster,
+    cluster: Cluster, metrics: Callable[[], Samples]
 ) -> None:
     run = trigger_dag(cluster.app, "t_linger", run_id="overstays")
     final, tasks = cluster.wait("t_linger", run.run_id, timeout=BOUND)
     assert final.state == DagRunState.FAILED
     assert "dagrun_timeout" in (final.failure_reason or "")
     assert tasks["linger"].state == TaskRunState.CANCELLED
+    assert wait_action(metrics, "t_linger", "timed_out") == 1
     # the task that overstayed finishes its function, but cannot record it nor go on
     (cluster.marks / "gate-overstays-linger").touch()
     wait_for(lambda: cluster.count("lingered-overstays") == 1, timeout=30, message="linger")
@@ -87,7 +96,7 @@ def test_a_run_past_its_dagrun_timeout_fails_and_its_remaining_tasks_are_cancell
 
 
 def test_a_run_that_cannot_progress_is_failed_after_its_resumes_with_the_reason(
-    cluster: Cluster,
+    cluster: Cluster, metrics: Callable[[], Samples]
 ) -> None:
     # its only task goes to a queue no worker serves: resumed once (max 1), then failed
     run = trigger_dag(cluster.app, "t_stranded", run_id="stranded")
@@ -102,6 +111,8 @@ def test_a_run_that_cannot_progress_is_failed_after_its_resumes_with_the_reason(
         timeout=30,
         message="the log line",
     )
+    assert wait_action(metrics, "t_stranded", "resumed") == 1
+    assert wait_action(metrics, "t_stranded", "failed") == 1
 
 
 def test_a_retry_waiting_for_its_backoff_is_not_mistaken_for_a_lost_canvas(

@@ -52,11 +52,22 @@ def beatflow(c: Cluster, *args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
+def _alive(pid: int) -> bool:
+    """The process exists and is not a zombie."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except FileNotFoundError:
+        return False
+    return "\nState:\tZ" not in status
+
+
 def test_cancel_terminates_the_running_task_frees_the_slot_and_is_audited(c: Cluster) -> None:
     first = trigger_dag(c.app, "t_single", run_id="cancel-me", conf={"sleep": 120.0})
     waiting = trigger_dag(c.app, "t_single", run_id="next-in-line", conf={"sleep": 0.0})
     assert waiting.state == DagRunState.QUEUED  # max_active_runs=1
     wait_for(lambda: c.count(f"step-{first.run_id}") == 1, timeout=60, message="the step")
+    pid = int((c.marks / f"pid-step-{first.run_id}").read_text())
+    assert _alive(pid) and pid not in {w.pid for w in c.workers}  # a pool child, sleeping
 
     out = beatflow(
         c, "runs", "cancel", "t_single", "cancel-me", "--terminate", "--reason", "wrong input",
@@ -65,6 +76,12 @@ def test_cancel_terminates_the_running_task_frees_the_slot_and_is_audited(c: Clu
     assert out.returncode == 0, out.stderr
     shown = json.loads(out.stdout)
     assert shown["state"] == "cancelled" and "alice: wrong input" in shown["failure_reason"]
+    # the task was killed (SIGTERM to its pool process), not left sleeping its 120 s out
+    wait_for(
+        lambda: not _alive(pid),
+        timeout=60,
+        message=f"the pool process {pid} running the cancelled task to be terminated",
+    )
     # the slot went to the next run at once; it runs to the end
     final, _ = c.wait("t_single", "next-in-line", timeout=60)
     assert final.state == DagRunState.SUCCESS

@@ -1,7 +1,8 @@
 """A real Sentinel set (a master, a replica and a Sentinel, Debian's ``redis-server --sentinel``)
 behind ``BEATFLOW_BROKER_URL=sentinel://...?master_name=...``: the beat (lock, schedule, fires)
 and a worker (broker, result backend) reach the master through Sentinel, and keep going when
-the master fails over (``SENTINEL FAILOVER``): every tick fires once."""
+the master fails over (``SENTINEL FAILOVER``): every tick fires once. The worker's reconciler
+thread reaches Redis through Sentinel too: it takes its lease and runs its passes."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ import pytest
 import redis
 
 from beatflow import connections
+from beatflow.runs.reconciler import LEASE_KEY
 from tests.integration.scheduler.beatcluster import beat_cluster
 from tests.integration.scheduler.test_beat_replicas import assert_every_tick_once
 from tests.procs import wait_for
@@ -123,3 +125,35 @@ def test_the_beat_and_a_worker_carry_on_across_a_sentinel_failover(
         # the beat leads on the new master (the old master is a replica now)
         assert cluster.wait_leader({"a"}, timeout=60) == "a"
     client.close()
+
+
+def test_a_worker_on_a_sentinel_broker_runs_the_reconciler(
+    sentinel_set: tuple[str, redis.Redis, list[int]],
+    make_postgres_db: Callable[[], str],
+    tmp_path: Path,
+) -> None:
+    url, _, _ = sentinel_set
+    with beat_cluster(
+        tmp_path / "cluster", url, make_postgres_db(), BEATFLOW_RECONCILE_INTERVAL="0.5"
+    ) as cluster:
+        dag = "sentinel_left_behind"
+        cluster.write_dag(dag, schedule="None")
+        # a queued run nobody dispatched (no beat here): only a reconciler pass sends it
+        cluster.store.create_dag_run(dag, "left-behind")
+        cluster.start_worker()
+        try:
+            wait_for(
+                lambda: cluster.client.get(LEASE_KEY) is not None,
+                timeout=60,
+                message="the worker's reconciler to take its lease through Sentinel",
+            )
+            wait_for(
+                lambda: (
+                    getattr(cluster.store.get_dag_run(dag, "left-behind"), "state", None)
+                    == "success"
+                ),
+                timeout=60,
+                message="a reconciler pass to dispatch the left-behind run, and it to succeed",
+            )
+        except TimeoutError as exc:
+            raise TimeoutError(f"{exc}\n{cluster.logs()}") from None
