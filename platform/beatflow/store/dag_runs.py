@@ -188,9 +188,13 @@ class DagRunsMixin(StoreBase):
 
     # ------------------------------------------------------------------ lifecycle transitions
 
-    def start_queued_dag_runs(self, dag_id: str, max_active_runs: int) -> list[DagRunRecord]:
+    def start_queued_dag_runs(
+        self, dag_id: str, max_active_runs: int, *, if_queued: bool = False
+    ) -> list[DagRunRecord]:
         """queued -> running for the oldest queued runs (by logical date) that fit under
         ``max_active_runs``; returns the runs this call started, the caller sends them.
+        ``if_queued``: first look (one indexed read, no lock) whether any run is queued, and
+        stop there if none is.
 
         One winner: the count and the updates run in one transaction that holds a per-DAG lock
         (SQLite: the database write lock of BEGIN IMMEDIATE; PostgreSQL: a transaction-scoped
@@ -198,6 +202,8 @@ class DagRunsMixin(StoreBase):
         limit. The work is bounded by the limit, whatever the number of queued runs: a COUNT
         capped at the limit and a LIMIT'ed select on the (dag_id, state, logical_date) index.
         """
+        if if_queued and not self._any_queued(dag_id):
+            return []
         with self._write(f"starting queued runs of DAG {dag_id}", transaction=True) as conn:
             if self.dialect == "postgresql":
                 conn.execute(
@@ -245,6 +251,15 @@ class DagRunsMixin(StoreBase):
             started = [dag_run_record(r) for r in rows]
         started.sort(key=lambda r: (r.logical_date is None, r.logical_date or now, r.run_id))
         return started
+
+    def _any_queued(self, dag_id: str) -> bool:
+        query = (
+            sa.select(dag_runs.c.id)
+            .where(dag_runs.c.dag_id == dag_id, dag_runs.c.state == DAG_QUEUED)
+            .limit(1)
+        )
+        with self._read(f"looking for queued runs of DAG {dag_id}") as conn:
+            return conn.execute(query).first() is not None
 
     def transition_dag_run(
         self,
