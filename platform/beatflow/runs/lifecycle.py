@@ -209,12 +209,14 @@ def close_run(runtime: Runtime, dag_id: str, run_id: str) -> str:
         )
         current = store.get_dag_run(dag_id, run_id)
         return current.state if current is not None else DagRunState.RUNNING
-    closed = store.transition_dag_run(dag_id, run_id, to=state, from_states=DAG_RUN_ACTIVE)
-    record = store.get_dag_run(dag_id, run_id)
-    if record is None:
-        raise RunNotFoundError(dag_id, run_id)
-    if not closed:  # ended already: cancelled, marked, or closed by a duplicate closing step
-        return record.state
+    record = store.transition_dag_run_returning(
+        dag_id, run_id, to=state, from_states=DAG_RUN_ACTIVE
+    )
+    if record is None:  # ended already: cancelled, marked, or closed by a duplicate closing step
+        current = store.get_dag_run(dag_id, run_id)
+        if current is None:
+            raise RunNotFoundError(dag_id, run_id)
+        return current.state
     announce.announce(runtime.app, dag_id, run_id, announce.RUN)
     log.info(
         "DAG run %s/%s finished: %s in %.3fs",

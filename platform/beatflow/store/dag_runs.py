@@ -274,6 +274,22 @@ class DagRunsMixin(StoreBase):
         this call did it. To a final state: ended_at is set (and ``reason``, when given); back
         to queued or running (requeue after a failed send, clear): ended_at and reason are
         cleared and the reconciler's resume count starts again."""
+        moved = self.transition_dag_run_returning(
+            dag_id, run_id, to=to, from_states=from_states, reason=reason
+        )
+        return moved is not None
+
+    def transition_dag_run_returning(
+        self,
+        dag_id: str,
+        run_id: str,
+        *,
+        to: str,
+        from_states: Collection[str],
+        reason: str | None = None,
+    ) -> DagRunRecord | None:
+        """``transition_dag_run`` that returns the run as this call left it (one statement,
+        UPDATE ... RETURNING), or None when it did not move it."""
         if to not in DAG_RUN_STATES:
             raise StoreError(f"unknown DAG run state {to!r} for DAG run {dag_id}/{run_id}")
         now = utcnow()
@@ -295,12 +311,17 @@ class DagRunsMixin(StoreBase):
                 "resume_after": None,
             }
         with self._write(f"moving DAG run {dag_id}/{run_id} to {to}") as conn:
-            updated = conn.execute(
-                sa.update(dag_runs)
-                .where(_where(dag_id, run_id), dag_runs.c.state.in_(sorted(from_states)))
-                .values(state=to, **values)
+            row = (
+                conn.execute(
+                    sa.update(dag_runs)
+                    .where(_where(dag_id, run_id), dag_runs.c.state.in_(sorted(from_states)))
+                    .values(state=to, **values)
+                    .returning(*dag_runs.c)
+                )
+                .mappings()
+                .first()
             )
-            return updated.rowcount == 1
+        return None if row is None else dag_run_record(row)
 
     def record_resume(
         self, dag_id: str, run_id: str, *, seen_count: int, not_before: timedelta
