@@ -200,7 +200,8 @@ class DagRunsMixin(StoreBase):
         (SQLite: the database write lock of BEGIN IMMEDIATE; PostgreSQL: a transaction-scoped
         advisory lock), so concurrent dispatchers never start one run twice nor exceed the
         limit. The work is bounded by the limit, whatever the number of queued runs: a COUNT
-        capped at the limit and a LIMIT'ed select on the (dag_id, state, logical_date) index.
+        capped at the limit and a LIMIT'ed select on the (dag_id, state, logical_date) index,
+        both inside the one UPDATE that follows the lock.
         """
         if if_queued and not self._any_queued(dag_id):
             return []
@@ -216,30 +217,29 @@ class DagRunsMixin(StoreBase):
             # read the clock once the lock is held: a dispatcher that waited for it must not
             # stamp a later run with an earlier start than the one the winner started
             now = utcnow()
-            running = sa.select(dag_runs.c.id).where(
-                dag_runs.c.dag_id == dag_id, dag_runs.c.state == DAG_RUNNING
-            )
-            count = sa.select(sa.func.count()).select_from(
-                running.limit(max_active_runs).subquery()
-            )
-            slots = max_active_runs - int(conn.execute(count).scalar_one())
-            if slots <= 0:
-                return []
-            ids = (
-                conn.execute(
+            # One statement under the lock (its snapshot is taken after the lock): the free
+            # slots (max minus running, the count capped at max), the oldest queued runs that
+            # fit, and their queued -> running update.
+            running = (
+                sa.select(sa.func.count())
+                .select_from(
                     sa.select(dag_runs.c.id)
-                    .where(dag_runs.c.dag_id == dag_id, dag_runs.c.state == DAG_QUEUED)
-                    .order_by(dag_runs.c.logical_date, dag_runs.c.id)
-                    .limit(slots)
+                    .where(dag_runs.c.dag_id == dag_id, dag_runs.c.state == DAG_RUNNING)
+                    .limit(max_active_runs)
+                    .subquery()
                 )
-                .scalars()
-                .all()
+                .scalar_subquery()
             )
-            if not ids:
-                return []
+            slots = sa.literal(max_active_runs) - running
+            oldest = (
+                sa.select(dag_runs.c.id)
+                .where(dag_runs.c.dag_id == dag_id, dag_runs.c.state == DAG_QUEUED)
+                .order_by(dag_runs.c.logical_date, dag_runs.c.id)
+                .limit(sa.case((slots > 0, slots), else_=0))
+            )
             rows = conn.execute(
                 sa.update(dag_runs)
-                .where(dag_runs.c.id.in_(ids), dag_runs.c.state == DAG_QUEUED)
+                .where(dag_runs.c.id.in_(oldest), dag_runs.c.state == DAG_QUEUED)
                 .values(
                     state=DAG_RUNNING,
                     started_at=sa.func.coalesce(
