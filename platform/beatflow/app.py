@@ -21,6 +21,7 @@ from beatflow.execution.tasks import install
 from beatflow.logs import configure_logging
 from beatflow.observability.flower import configure_if_flower
 from beatflow.runs import finish, fire, reconciler
+from beatflow.runs.lifecycle import close_run
 from beatflow.runtime import Runtime, attach, runtime_of
 from beatflow.settings import Settings, mask_url
 from beatflow.store import Store
@@ -59,6 +60,7 @@ def create_app(settings: Settings | None = None, *, load_dags: bool = True) -> C
         load_dags=lambda: load_dags_folder(settings.dags_folder, skip_modules=settings.imports),
         open_store=lambda: _open_store(settings),
         make_leases=_make_leases,
+        close_run=close_run,
     )
     attach(app, runtime)
     install(app, runtime, load_dags=load_dags)

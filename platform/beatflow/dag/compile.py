@@ -2,7 +2,12 @@
 chord). The only module of the DAG layer that imports Celery. Messages carry ids only: every
 signature is immutable with args ``(run_id,)`` (plus a map index); a subtree larger than
 ``inline_limit`` tasks is sent as a ``beatflow.segment`` task that expands itself on a worker,
-so no message embeds more than a bounded slice of the DAG."""
+so no message embeds more than a bounded slice of the DAG.
+
+A run ends with ``beatflow.finish_run``, which closes it, unless its plan ends in one plain task
+(a chain's last task, a fan-in's sink; not a ``.map()``): that task's signature carries
+``closes=True`` and its node wrapper closes the run in process, which saves a Celery hop per DAG
+run (``closing_task``)."""
 
 from __future__ import annotations
 
@@ -49,6 +54,17 @@ def compile_problems(dags: Iterable[DAG]) -> list[str]:
     return problems
 
 
+def closing_task(dag: DAG) -> str | None:
+    """The task that closes its run in process: the one plain (not mapped) task the plan ends
+    with, after every other task; None when the plan ends in parallel work or a ``.map()``."""
+    node = plan_for(dag).root
+    while isinstance(node, Series):
+        node = node.children[-1]
+    if isinstance(node, Leaf) and dag.tasks[node.task_id].map_over is None:
+        return node.task_id
+    return None
+
+
 def task_signature(
     app: Celery, dag: DAG, task_id: str, run_id: str, map_index: int | None = None
 ) -> Signature:
@@ -58,7 +74,9 @@ def task_signature(
         options["queue"] = spec.queue
     if spec.priority is not None:
         options["priority"] = spec.priority
-    kwargs = {} if map_index is None else {"map_index": map_index}
+    kwargs: dict[str, Any] = {} if map_index is None else {"map_index": map_index}
+    if map_index is None and task_id == closing_task(dag):
+        kwargs["closes"] = True
     return app.signature(
         task_name(dag.dag_id, task_id), args=(run_id,), kwargs=kwargs, immutable=True, **options
     )
@@ -95,9 +113,12 @@ def segment_signature(app: Celery, dag_id: str, run_id: str, path: str) -> Signa
 def compile_run(
     app: Celery, dag: DAG, run_id: str, *, inline_limit: int = INLINE_LIMIT
 ) -> Signature:
-    """The whole canvas of one DAG run: the plan's root, then the step that closes the run."""
+    """The whole canvas of one DAG run: the plan's root, then the step that closes the run
+    (unless the plan's closing task closes it: see the module docstring)."""
     plan = plan_for(dag)
     body = compile_node(app, dag, run_id, plan.root, "", inline_limit=inline_limit)
+    if closing_task(dag) is not None:
+        return body
     finish = app.signature(FINISH_TASK, args=(dag.dag_id, run_id), immutable=True)
     return chain(body, finish)
 

@@ -22,7 +22,7 @@ from celery import Task as CeleryTask
 from celery.exceptions import Ignore, Reject, Retry
 
 from beatflow.dag.authoring import _context
-from beatflow.dag.compile import map_signatures
+from beatflow.dag.compile import FINISH_TASK, map_signatures
 from beatflow.dag.model import DAG, Ref, TaskSpec, map_leaves
 from beatflow.errors import (
     BeatflowError,
@@ -114,8 +114,11 @@ def run_node(
     task_id: str,
     run_id: str,
     map_index: int | None,
+    *,
+    closes: bool = False,
 ) -> None:
-    """Body of the Celery task ``<dag_id>.<task_id>``."""
+    """Body of the Celery task ``<dag_id>.<task_id>``. ``closes``: this is the run's closing
+    task (``dag.compile.closing_task``): once its task run is final, close the DAG run here."""
     problem = malformed_message(run_id, map_index)
     if problem is not None:
         # No beatflow sender makes such a message (a hostile or corrupted publish): none of it
@@ -142,7 +145,35 @@ def run_node(
         except Exception as exc:  # noqa: BLE001 - the canvas must never break (see module doc)
             if not canvas.is_continued(task):  # a final failure already recorded and continued
                 _record_broken(runtime, dag_id, task_id, run_id, index, exc)
+            if closes:
+                close_here(runtime, task, dag_id, run_id)
             record_final_failure(task, exc)
+        if closes:
+            close_here(runtime, task, dag_id, run_id)
+
+
+def close_here(runtime: Runtime, task: CeleryTask, dag_id: str, run_id: str) -> None:
+    """Close the DAG run from its closing task, in process. When the results database blipped,
+    send ``beatflow.finish_run`` instead (Celery retries it); when even that cannot be sent, or
+    anything else went wrong, the reconciler closes the run (its task runs are final)."""
+    try:
+        runtime.close_run(dag_id, run_id)
+        return
+    except StoreUnavailableError as exc:
+        log.warning(
+            "could not close DAG run %s/%s in its closing task (%s); sending %s",
+            dag_id,
+            run_id,
+            exc,
+            FINISH_TASK,
+        )
+    except Exception:
+        log.exception("could not close DAG run %s/%s; the reconciler closes it", dag_id, run_id)
+        return
+    try:
+        task.app.send_task(FINISH_TASK, args=(dag_id, run_id), ignore_result=True)
+    except Exception:
+        log.exception("could not send %s for %s/%s", FINISH_TASK, dag_id, run_id)
 
 
 def record_final_failure(task: CeleryTask, exc: BaseException) -> None:

@@ -67,9 +67,12 @@ def _register_node(app: Celery, dag: DAG, spec: TaskSpec) -> None:
     name = task_name(dag.dag_id, spec.task_id)
     dag_id, task_id = dag.dag_id, spec.task_id
 
-    def body(self: CeleryTask, run_id: str, map_index: int | None = None) -> None:
+    def body(
+        self: CeleryTask, run_id: str, map_index: int | None = None, closes: bool = False
+    ) -> None:
         # the DAG is looked up inside the wrapper: deploy skew fails the task run, never raises
-        node.run_node(runtime_of(self.app), self, dag_id, task_id, run_id, map_index)
+        runtime = runtime_of(self.app)
+        node.run_node(runtime, self, dag_id, task_id, run_id, map_index, closes=closes)
 
     options: dict[str, Any] = {"name": name, **TASK_OPTIONS}
     if spec.soft_time_limit is not None:

@@ -14,10 +14,7 @@ from celery import Celery
 from celery.canvas import Signature
 
 from beatflow.dag.compile import compile_run
-from beatflow.errors import (
-    BeatflowError,
-    BrokerUnavailableError,
-)
+from beatflow.errors import BeatflowError, BrokerUnavailableError, RunNotFoundError
 from beatflow.execution import announce, events, rules
 from beatflow.ids import check_run_id
 from beatflow.runs.follow import follow_run as follow_run  # moved there; old imports name it here
@@ -90,8 +87,7 @@ def trigger_dag(
         # a run still queued (its first dispatch failed) gets its dispatch now.
         log.info("DAG run %s/%s exists already (%s)", dag_id, run_id, record.state)
         if record.state == DagRunState.QUEUED:
-            dispatch_waiting(runtime, dag_id)
-            return runtime.store.get_dag_run(dag_id, run_id) or record
+            return _dispatch_own(runtime, record)
         return record
     log.info(
         "DAG run %s/%s created (%s)",
@@ -100,8 +96,17 @@ def trigger_dag(
         trigger,
         extra={"dag_id": dag_id, "run_id": run_id},
     )
-    dispatch_waiting(runtime, dag_id)
-    return runtime.store.get_dag_run(dag_id, run_id) or record
+    return _dispatch_own(runtime, record)
+
+
+def _dispatch_own(runtime: Runtime, record: DagRunRecord) -> DagRunRecord:
+    """Dispatch the DAG's queued runs; ``record`` (queued) as it stands after that: running
+    when this dispatch started it, else as it was (still queued, or started by another
+    dispatcher meanwhile: the caller's copy may then lag, as any read may)."""
+    for run in _dispatch(runtime, record.dag_id):
+        if run.run_id == record.run_id:
+            return run
+    return record
 
 
 def send_canvas(app: Celery, canvas: Signature) -> None:
@@ -135,13 +140,17 @@ def dispatch_waiting(runtime: Runtime, dag_id: str) -> int:
     the number of queued runs. A run that cannot be sent goes back to queued for the next
     dispatch (the reconciler retries); BrokerUnavailableError tells the caller.
     """
+    return len(_dispatch(runtime, dag_id))
+
+
+def _dispatch(runtime: Runtime, dag_id: str, *, if_queued: bool = False) -> list[DagRunRecord]:
+    """dispatch_waiting's work; returns the runs it started and sent. ``if_queued``: look for
+    a queued run first, without the dispatch lock (a closer's common case is none)."""
     dag = runtime.dag(dag_id)
-    store = runtime.store
-    sent = 0
-    for run in store.start_queued_dag_runs(dag_id, dag.max_active_runs):
+    started = runtime.store.start_queued_dag_runs(dag_id, dag.max_active_runs, if_queued=if_queued)
+    for run in started:
         send_run(runtime, dag_id, run.run_id)
-        sent += 1
-    return sent
+    return started
 
 
 def send_run(runtime: Runtime, dag_id: str, run_id: str) -> None:
@@ -200,12 +209,14 @@ def close_run(runtime: Runtime, dag_id: str, run_id: str) -> str:
         )
         current = store.get_dag_run(dag_id, run_id)
         return current.state if current is not None else DagRunState.RUNNING
-    closed = store.transition_dag_run(dag_id, run_id, to=state, from_states=DAG_RUN_ACTIVE)
-    record = store.get_dag_run(dag_id, run_id)
-    if record is None:
-        raise BeatflowError(f"no DAG run {dag_id}/{run_id} to close")
-    if not closed:  # ended already: cancelled, marked, or closed by a duplicate closing step
-        return record.state
+    record = store.transition_dag_run_returning(
+        dag_id, run_id, to=state, from_states=DAG_RUN_ACTIVE
+    )
+    if record is None:  # ended already: cancelled, marked, or closed by a duplicate closing step
+        current = store.get_dag_run(dag_id, run_id)
+        if current is None:
+            raise RunNotFoundError(dag_id, run_id)
+        return current.state
     announce.announce(runtime.app, dag_id, run_id, announce.RUN)
     log.info(
         "DAG run %s/%s finished: %s in %.3fs",
@@ -240,9 +251,12 @@ def run_outcome(dag: DAG | None, tasks: Sequence[TaskRunRecord]) -> DagRunState 
 
 def dispatch_quietly(runtime: Runtime, dag_id: str) -> int:
     """dispatch_waiting for callers that must not fail because of it (closing a run, the
-    reconciler): a run that cannot be sent stays queued for the next pass."""
+    reconciler): a run that cannot be sent stays queued for the next pass. It looks for a
+    queued run before taking the dispatch lock: no wake-up is lost that way, since a trigger
+    commits its queued run before it counts the running ones, and a closer commits the run's
+    end before it looks (one of the two sees the other)."""
     try:
-        return dispatch_waiting(runtime, dag_id)
+        return len(_dispatch(runtime, dag_id, if_queued=True))
     except BrokerUnavailableError as exc:
         log.warning("%s", exc, extra={"dag_id": dag_id})
         return 0

@@ -188,16 +188,23 @@ class DagRunsMixin(StoreBase):
 
     # ------------------------------------------------------------------ lifecycle transitions
 
-    def start_queued_dag_runs(self, dag_id: str, max_active_runs: int) -> list[DagRunRecord]:
+    def start_queued_dag_runs(
+        self, dag_id: str, max_active_runs: int, *, if_queued: bool = False
+    ) -> list[DagRunRecord]:
         """queued -> running for the oldest queued runs (by logical date) that fit under
         ``max_active_runs``; returns the runs this call started, the caller sends them.
+        ``if_queued``: first look (one indexed read, no lock) whether any run is queued, and
+        stop there if none is.
 
         One winner: the count and the updates run in one transaction that holds a per-DAG lock
         (SQLite: the database write lock of BEGIN IMMEDIATE; PostgreSQL: a transaction-scoped
         advisory lock), so concurrent dispatchers never start one run twice nor exceed the
         limit. The work is bounded by the limit, whatever the number of queued runs: a COUNT
-        capped at the limit and a LIMIT'ed select on the (dag_id, state, logical_date) index.
+        capped at the limit and a LIMIT'ed select on the (dag_id, state, logical_date) index,
+        both inside the one UPDATE that follows the lock.
         """
+        if if_queued and not self._any_queued(dag_id):
+            return []
         with self._write(f"starting queued runs of DAG {dag_id}", transaction=True) as conn:
             if self.dialect == "postgresql":
                 conn.execute(
@@ -210,30 +217,29 @@ class DagRunsMixin(StoreBase):
             # read the clock once the lock is held: a dispatcher that waited for it must not
             # stamp a later run with an earlier start than the one the winner started
             now = utcnow()
-            running = sa.select(dag_runs.c.id).where(
-                dag_runs.c.dag_id == dag_id, dag_runs.c.state == DAG_RUNNING
-            )
-            count = sa.select(sa.func.count()).select_from(
-                running.limit(max_active_runs).subquery()
-            )
-            slots = max_active_runs - int(conn.execute(count).scalar_one())
-            if slots <= 0:
-                return []
-            ids = (
-                conn.execute(
+            # One statement under the lock (its snapshot is taken after the lock): the free
+            # slots (max minus running, the count capped at max), the oldest queued runs that
+            # fit, and their queued -> running update.
+            running = (
+                sa.select(sa.func.count())
+                .select_from(
                     sa.select(dag_runs.c.id)
-                    .where(dag_runs.c.dag_id == dag_id, dag_runs.c.state == DAG_QUEUED)
-                    .order_by(dag_runs.c.logical_date, dag_runs.c.id)
-                    .limit(slots)
+                    .where(dag_runs.c.dag_id == dag_id, dag_runs.c.state == DAG_RUNNING)
+                    .limit(max_active_runs)
+                    .subquery()
                 )
-                .scalars()
-                .all()
+                .scalar_subquery()
             )
-            if not ids:
-                return []
+            slots = sa.literal(max_active_runs) - running
+            oldest = (
+                sa.select(dag_runs.c.id)
+                .where(dag_runs.c.dag_id == dag_id, dag_runs.c.state == DAG_QUEUED)
+                .order_by(dag_runs.c.logical_date, dag_runs.c.id)
+                .limit(sa.case((slots > 0, slots), else_=0))
+            )
             rows = conn.execute(
                 sa.update(dag_runs)
-                .where(dag_runs.c.id.in_(ids), dag_runs.c.state == DAG_QUEUED)
+                .where(dag_runs.c.id.in_(oldest), dag_runs.c.state == DAG_QUEUED)
                 .values(
                     state=DAG_RUNNING,
                     started_at=sa.func.coalesce(
@@ -245,6 +251,15 @@ class DagRunsMixin(StoreBase):
             started = [dag_run_record(r) for r in rows]
         started.sort(key=lambda r: (r.logical_date is None, r.logical_date or now, r.run_id))
         return started
+
+    def _any_queued(self, dag_id: str) -> bool:
+        query = (
+            sa.select(dag_runs.c.id)
+            .where(dag_runs.c.dag_id == dag_id, dag_runs.c.state == DAG_QUEUED)
+            .limit(1)
+        )
+        with self._read(f"looking for queued runs of DAG {dag_id}") as conn:
+            return conn.execute(query).first() is not None
 
     def transition_dag_run(
         self,
@@ -259,6 +274,22 @@ class DagRunsMixin(StoreBase):
         this call did it. To a final state: ended_at is set (and ``reason``, when given); back
         to queued or running (requeue after a failed send, clear): ended_at and reason are
         cleared and the reconciler's resume count starts again."""
+        moved = self.transition_dag_run_returning(
+            dag_id, run_id, to=to, from_states=from_states, reason=reason
+        )
+        return moved is not None
+
+    def transition_dag_run_returning(
+        self,
+        dag_id: str,
+        run_id: str,
+        *,
+        to: str,
+        from_states: Collection[str],
+        reason: str | None = None,
+    ) -> DagRunRecord | None:
+        """``transition_dag_run`` that returns the run as this call left it (one statement,
+        UPDATE ... RETURNING), or None when it did not move it."""
         if to not in DAG_RUN_STATES:
             raise StoreError(f"unknown DAG run state {to!r} for DAG run {dag_id}/{run_id}")
         now = utcnow()
@@ -280,12 +311,17 @@ class DagRunsMixin(StoreBase):
                 "resume_after": None,
             }
         with self._write(f"moving DAG run {dag_id}/{run_id} to {to}") as conn:
-            updated = conn.execute(
-                sa.update(dag_runs)
-                .where(_where(dag_id, run_id), dag_runs.c.state.in_(sorted(from_states)))
-                .values(state=to, **values)
+            row = (
+                conn.execute(
+                    sa.update(dag_runs)
+                    .where(_where(dag_id, run_id), dag_runs.c.state.in_(sorted(from_states)))
+                    .values(state=to, **values)
+                    .returning(*dag_runs.c)
+                )
+                .mappings()
+                .first()
             )
-            return updated.rowcount == 1
+        return None if row is None else dag_run_record(row)
 
     def record_resume(
         self, dag_id: str, run_id: str, *, seen_count: int, not_before: timedelta

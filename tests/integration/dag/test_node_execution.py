@@ -4,6 +4,7 @@ over, and a message for a task this worker does not have (deploy skew)."""
 
 from __future__ import annotations
 
+import re
 import shutil
 
 import pytest
@@ -139,3 +140,34 @@ def test_a_segment_or_map_chunk_this_worker_cannot_expand_fails_its_task_runs(cl
     assert sorted(d.dedupe_key for d in letters) == sorted(
         t.dedupe_key for t in cluster.tasks("t_effect", run_id).values()
     )  # every task run failed for good is a dead letter
+
+
+def _received(cluster, prefix: str) -> int:
+    """How many messages of tasks named ``prefix...`` the workers received (Celery logs each)."""
+    return len(re.findall(rf"Task {re.escape(prefix)}[\w.]*\[[-0-9a-f]+\] received", cluster.log()))
+
+
+def test_a_chains_last_task_closes_its_run_in_process_without_a_closing_hop(cluster):
+    before = _received(cluster, "beatflow.finish_run")
+    final, tasks = cluster.run("t_chain")
+    assert final.state == "success" and final.ended_at is not None
+    assert all(t.state == "success" for t in tasks.values()), tasks
+    assert _received(cluster, "t_chain.") >= len(tasks)  # the log does show received tasks
+    assert _received(cluster, "beatflow.finish_run") == before  # no separate closing hop
+
+
+def test_a_closing_task_that_retries_closes_the_run_only_when_final(cluster):
+    final, tasks = cluster.run("t_retry")
+    assert final.state == "success"
+    assert tasks["flaky"].try_number == 3  # two failed tries did not close the run early
+    assert final.ended_at is not None and final.ended_at >= (
+        tasks["flaky"].ended_at or final.ended_at
+    )
+
+
+def test_a_closing_task_that_fails_for_good_closes_its_run_failed(cluster):
+    # t_bad_key's sink runs by all_done after bad_key fails for good; then, a failing sink
+    final, tasks = cluster.run("t_bad_key")
+    assert final.state == "failed", tasks
+    assert tasks["bad_key"].state == "failed"
+    assert tasks["after_all_done"].state == "success"

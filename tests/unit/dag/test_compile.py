@@ -7,7 +7,7 @@ import json
 from celery import Celery
 from celery.canvas import Signature, _chain, _chord, group
 
-from beatflow.dag.compile import SEGMENT_TASK, compile_run
+from beatflow.dag.compile import FINISH_TASK, SEGMENT_TASK, closing_task, compile_run
 from beatflow.dag.model import DAG, TaskSpec
 
 
@@ -32,10 +32,29 @@ def names(sig: Signature) -> list[str]:
     return [sig.task]
 
 
-def test_a_chain_becomes_a_celery_chain_of_named_tasks_then_the_closing_step():
+def test_a_chain_becomes_a_celery_chain_of_named_tasks_whose_last_closes_the_run():
     canvas = compile_run(app(), make([("a", "b"), ("b", "c")], ["a", "b", "c"]), "r1")
     assert isinstance(canvas, _chain)
-    assert names(canvas) == ["d.a", "d.b", "d.c", "beatflow.finish_run"]
+    assert names(canvas) == ["d.a", "d.b", "d.c"]  # no separate closing hop
+    assert [t.kwargs for t in canvas.tasks] == [{}, {}, {"closes": True}]
+
+
+def test_a_fan_in_sink_closes_the_run_itself():
+    dag = make([("a", "b"), ("a", "c"), ("b", "d"), ("c", "d")], ["a", "b", "c", "d"])
+    assert closing_task(dag) == "d"
+    assert names(compile_run(app(), dag, "r1"))[-1] == "d.d"
+
+
+def test_parallel_sinks_or_a_mapped_sink_end_with_the_closing_step():
+    two_sinks = make([("a", "b"), ("a", "c")], ["a", "b", "c"])
+    assert closing_task(two_sinks) is None
+    assert names(compile_run(app(), two_sinks, "r1"))[-1] == FINISH_TASK
+    mapped = make([("a", "b")], ["a", "b"])
+    mapped.tasks["b"].map_over = "a"
+    assert closing_task(mapped) is None
+    canvas = compile_run(app(), mapped, "r1")
+    assert names(canvas) == ["d.a", "d.b", FINISH_TASK]
+    assert all("closes" not in (t.kwargs or {}) for t in canvas.tasks)
 
 
 def test_fan_in_becomes_a_chord_and_messages_carry_only_ids():
