@@ -44,6 +44,38 @@ def check_conf(conf: Any, what: str) -> dict[str, Any]:
     return conf
 
 
+def _start_oldest(dag_id: str, max_active_runs: int, now: datetime) -> sa.Executable:
+    """queued -> running for the oldest queued runs that fit under ``max_active_runs`` running
+    ones, returning them: the free slots (the count capped at the limit), the LIMIT'ed select
+    and the update in one statement (PostgreSQL runs the same in beatflow_start_queued)."""
+    running = (
+        sa.select(sa.func.count())
+        .select_from(
+            sa.select(dag_runs.c.id)
+            .where(dag_runs.c.dag_id == dag_id, dag_runs.c.state == DAG_RUNNING)
+            .limit(max_active_runs)
+            .subquery()
+        )
+        .scalar_subquery()
+    )
+    slots = sa.literal(max_active_runs) - running
+    oldest = (
+        sa.select(dag_runs.c.id)
+        .where(dag_runs.c.dag_id == dag_id, dag_runs.c.state == DAG_QUEUED)
+        .order_by(dag_runs.c.logical_date, dag_runs.c.id)
+        .limit(sa.case((slots > 0, slots), else_=0))
+    )
+    return (
+        sa.update(dag_runs)
+        .where(dag_runs.c.id.in_(oldest), dag_runs.c.state == DAG_QUEUED)
+        .values(
+            state=DAG_RUNNING,
+            started_at=sa.func.coalesce(dag_runs.c.started_at, sa.literal(now, UTCDateTime())),
+        )
+        .returning(*dag_runs.c)
+    )
+
+
 class DagRunsMixin(StoreBase):
     def create_dag_run(
         self,
@@ -196,59 +228,30 @@ class DagRunsMixin(StoreBase):
         ``if_queued``: first look (one indexed read, no lock) whether any run is queued, and
         stop there if none is.
 
-        One winner: the count and the updates run in one transaction that holds a per-DAG lock
-        (SQLite: the database write lock of BEGIN IMMEDIATE; PostgreSQL: a transaction-scoped
-        advisory lock), so concurrent dispatchers never start one run twice nor exceed the
-        limit. The work is bounded by the limit, whatever the number of queued runs: a COUNT
-        capped at the limit and a LIMIT'ed select on the (dag_id, state, logical_date) index,
-        both inside the one UPDATE that follows the lock.
+        One winner: the count and the updates run after a per-DAG lock is held (SQLite: the
+        database write lock of BEGIN IMMEDIATE; PostgreSQL: a transaction-scoped advisory lock
+        taken by the function ``beatflow_start_queued``, one round trip), so concurrent
+        dispatchers never start one run twice nor exceed the limit. The work is bounded by the
+        limit, whatever the number of queued runs: a COUNT capped at the limit and a LIMIT'ed
+        select on the (dag_id, state, logical_date) index, inside one UPDATE.
         """
         if if_queued and not self._any_queued(dag_id):
             return []
-        with self._write(f"starting queued runs of DAG {dag_id}", transaction=True) as conn:
-            if self.dialect == "postgresql":
-                conn.execute(
-                    sa.select(
-                        sa.func.pg_advisory_xact_lock(
-                            sa.func.hashtext("beatflow.dispatch"), sa.func.hashtext(dag_id)
-                        )
-                    )
-                )
-            # read the clock once the lock is held: a dispatcher that waited for it must not
-            # stamp a later run with an earlier start than the one the winner started
+        if self.dialect == "postgresql":
+            # one round trip: the lock and the update in a function (migration 0007)
+            call = sa.text(
+                "SELECT * FROM beatflow_start_queued(CAST(:d AS text), CAST(:m AS integer))"
+            ).columns(*dag_runs.c)
+            with self._write(f"starting queued runs of DAG {dag_id}") as conn:
+                rows = conn.execute(call, {"d": dag_id, "m": max_active_runs}).mappings()
+                started = [dag_run_record(r) for r in rows]
             now = utcnow()
-            # One statement under the lock (its snapshot is taken after the lock): the free
-            # slots (max minus running, the count capped at max), the oldest queued runs that
-            # fit, and their queued -> running update.
-            running = (
-                sa.select(sa.func.count())
-                .select_from(
-                    sa.select(dag_runs.c.id)
-                    .where(dag_runs.c.dag_id == dag_id, dag_runs.c.state == DAG_RUNNING)
-                    .limit(max_active_runs)
-                    .subquery()
-                )
-                .scalar_subquery()
-            )
-            slots = sa.literal(max_active_runs) - running
-            oldest = (
-                sa.select(dag_runs.c.id)
-                .where(dag_runs.c.dag_id == dag_id, dag_runs.c.state == DAG_QUEUED)
-                .order_by(dag_runs.c.logical_date, dag_runs.c.id)
-                .limit(sa.case((slots > 0, slots), else_=0))
-            )
-            rows = conn.execute(
-                sa.update(dag_runs)
-                .where(dag_runs.c.id.in_(oldest), dag_runs.c.state == DAG_QUEUED)
-                .values(
-                    state=DAG_RUNNING,
-                    started_at=sa.func.coalesce(
-                        dag_runs.c.started_at, sa.literal(now, UTCDateTime())
-                    ),
-                )
-                .returning(*dag_runs.c)
-            ).mappings()
-            started = [dag_run_record(r) for r in rows]
+        else:
+            with self._write(f"starting queued runs of DAG {dag_id}") as conn:
+                # BEGIN IMMEDIATE holds SQLite's write lock; the clock is read once it is held
+                now = utcnow()
+                rows = conn.execute(_start_oldest(dag_id, max_active_runs, now)).mappings()
+                started = [dag_run_record(r) for r in rows]
         started.sort(key=lambda r: (r.logical_date is None, r.logical_date or now, r.run_id))
         return started
 
