@@ -26,6 +26,7 @@ from redis.sentinel import Sentinel
 
 DEFAULT_MASTER = "mymaster"  # Sentinel's own example name, when the URL names none
 SENTINEL_SCHEMES = frozenset({"sentinel", "redis-sentinel"})
+SCHEMES = frozenset({"redis", "rediss", "unix", *SENTINEL_SCHEMES})  # what parse() accepts
 _CERT_REQS = {
     "required": ssl.CERT_REQUIRED,
     "cert_required": ssl.CERT_REQUIRED,
@@ -63,7 +64,7 @@ def parse(url: str) -> RedisEndpoint:
         raise ValueError("empty Redis URL")
     first = urlsplit(parts[0])
     scheme = first.scheme
-    if scheme not in {"redis", "rediss", "unix", *SENTINEL_SCHEMES}:
+    if scheme not in SCHEMES:
         raise ValueError(
             f"unsupported Redis URL scheme {scheme!r}: use redis://, rediss:// or sentinel://"
         )

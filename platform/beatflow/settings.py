@@ -160,7 +160,7 @@ class Settings:
         out: list[str] = []
         for name in ("broker_url", "result_backend_url", "redbeat_url"):
             url = getattr(self, name)
-            if url and urlsplit(url).scheme not in _REDIS_SCHEMES:
+            if url and not _is_redis_url(url):
                 out.append(
                     f"{PREFIX}{name.upper()}={mask_url(url)!r}: expected a Redis URL "
                     f"(redis://, rediss://, sentinel://, redis-sentinel://)"
@@ -400,7 +400,13 @@ def _http_url(raw: str) -> str:
 
 
 PUBLISH_RETRY = {"max_retries": 3, "interval_start": 0, "interval_step": 0.5, "interval_max": 1}
-_REDIS_SCHEMES = {"redis", "rediss", "sentinel", "redis-sentinel", "redis+socket", "unix"}
+
+
+def _is_redis_url(url: str) -> bool:
+    """Whether ``url``'s scheme is one beatflow.connections reads (the one list of them)."""
+    from beatflow.connections import SCHEMES  # lazy, as in celery_config
+
+    return urlsplit(url).scheme in SCHEMES
 
 
 def _str(raw: str) -> str:
@@ -477,7 +483,7 @@ def _level(raw: str) -> str:
 
 def _redis_url(raw: str) -> str:
     value = raw.strip()
-    if urlsplit(value).scheme not in _REDIS_SCHEMES:
+    if not _is_redis_url(value):
         raise ValueError(
             "expected a Redis URL (redis://, rediss://, sentinel://, redis-sentinel://)"
         )

@@ -6,8 +6,8 @@ from beatflow import DAG, task
 
 
 @task
-def stamp(name: str) -> float:
-    time.sleep(0.05)
+def stamp(name: str, seconds: float = 0.05) -> float:
+    time.sleep(seconds)
     return time.time()
 
 
@@ -19,7 +19,8 @@ def after(name: str, *ups: float) -> float:
 
 with DAG("t_nsp"):
     a = stamp.override(task_id="a")("a")
-    b = stamp.override(task_id="b")("b")
+    # b outlasts a: without the plan's barrier a worker would take c (after a) while b runs
+    b = stamp.override(task_id="b")("b", 1.0)
     c = after.override(task_id="c")("c", a, b)
     d = after.override(task_id="d")("d", b)
 

@@ -130,6 +130,35 @@ def test_beat_probe_is_unhealthy_when_no_beat_runs(redis_url: str) -> None:
     assert proc.stdout.startswith("unhealthy: no beatflow beat heartbeat in Redis from")
 
 
+def test_beat_probe_is_unhealthy_when_no_beat_runs_here_while_other_beats_heartbeat(
+    redis_url: str,
+) -> None:
+    # healthy heartbeats of beats that are not this container's: one on another host, one on
+    # this host under a pid that is no `celery beat` (this test's own): neither may count
+    client = redis.Redis.from_url(redis_url, decode_responses=True)
+    now = time.time()
+    others = {
+        "elsewhere": {"host": "another-host", "pid": os.getpid()},
+        "same-host": {"host": socket.gethostname(), "pid": os.getpid()},
+    }
+    try:
+        for instance, where in others.items():
+            record = {"instance": instance, "role": "leader", "epoch": 1, "seen": now, **where}
+            client.set(
+                keys.replica_key(instance),
+                json.dumps({**record, "loop_seen": now, "stall_timeout": 600.0}),
+                px=60_000,
+            )
+        proc = health(redis_url, "beat", "--timeout", "2")
+        assert proc.returncode == 1, proc.stdout
+        assert proc.stdout.startswith("unhealthy: no beatflow beat heartbeat in Redis from"), (
+            proc.stdout
+        )
+    finally:
+        client.delete(*(keys.replica_key(i) for i in others))
+        client.close()
+
+
 @pytest.mark.slow
 def test_beat_probe_follows_this_containers_beatflow_beat_and_fails_when_it_stops(
     redis_url: str, tmp_path: Path

@@ -71,6 +71,15 @@ def test_redis_broker_urls_in_plain_tls_and_sentinel_form_are_accepted(url: str)
     assert Settings.from_env({"BEATFLOW_BROKER_URL": url}).broker_url == url
 
 
+def test_a_redis_url_scheme_the_clients_cannot_read_is_refused_from_the_env_and_directly() -> None:
+    # redis+socket:// was once accepted here, then failed in celery_config (connections.parse)
+    url = "redis+socket:///tmp/redis.sock"
+    with pytest.raises(SettingsError, match="BEATFLOW_BROKER_URL=.*expected a Redis URL"):
+        Settings.from_env({"BEATFLOW_BROKER_URL": url})
+    [problem] = Settings(broker_url=url).problems()
+    assert problem.startswith("BEATFLOW_BROKER_URL=") and "expected a Redis URL" in problem
+
+
 def test_a_bad_environment_is_one_error_that_lists_every_bad_variable() -> None:
     env = {
         "BEATFLOW_BROKER_URL": f"http://app:{SECRET}@redis.example/0",

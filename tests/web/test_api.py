@@ -288,7 +288,7 @@ def test_a_triggered_run_is_visible_with_its_tasks_grid_logs_and_audit(web: WebS
         def logged() -> list[dict[str, object]]:
             return c.get(f"{base}/tasks/extract/logs").json()["lines"]  # type: ignore[no-any-return]
 
-        lines = wait_for(logged, 20, 0.1, "extract's log lines")
+        lines = wait_for(logged, 30, 0.1, "extract's log lines")
         assert any(f"extracting 4 rows for {run['run_id']}" in line["message"] for line in lines)  # type: ignore[index, attr-defined]
         assert all(line["try_number"] == 1 for line in lines)  # type: ignore[index]
         tries = c.get(f"{base}/tasks/extract/tries").json()["tries"]
@@ -334,7 +334,7 @@ def test_a_failed_task_shows_its_error_traceback_and_logs(web: WebServer) -> Non
             lines = c.get(f"{base}/logs").json()["lines"]
             return [line for line in lines if "publish call 1" in line["message"]]
 
-        assert wait_for(warned, 20, 0.1, "publish's log line")[0]["level"] == "warning"  # type: ignore[index]
+        assert wait_for(warned, 30, 0.1, "publish's log line")[0]["level"] == "warning"  # type: ignore[index]
 
 
 def test_a_dead_letter_is_listed_and_replayed_once(web: WebServer) -> None:
@@ -436,7 +436,7 @@ def test_clearing_a_failed_task_runs_it_again_as_a_new_try(web: WebServer) -> No
             tries = c.get(f"{base}/tasks/publish/tries").json()["tries"]
             return tries if all(t["first_log_at"] for t in tries) else None
 
-        tries = wait_for(logged_tries, 20, 0.1, "both tries' logs")
+        tries = wait_for(logged_tries, 30, 0.1, "both tries' logs")
         assert [(t["try_number"], t["state"]) for t in tries] == [(1, None), (2, "success")]  # type: ignore[union-attr, index]
         try1 = c.get(f"{base}/tasks/publish/logs", params={"try_number": 1}).json()["lines"]
         assert any("publish call 1" in line["message"] for line in try1)

@@ -171,7 +171,7 @@ def test_a_failing_log_store_never_reaches_the_task() -> None:
     with correlation(**IDS, try_number=1):
         log.error("still fine")
         handler.flush_soon()
-    wait_for(lambda: handler.dropped == 1, 10, 0.05, "the failed write to be counted")
+    wait_for(lambda: handler.dropped == 1, 30, 0.05, "the failed write to be counted")
     handler.close()
 
 

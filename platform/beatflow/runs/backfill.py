@@ -12,6 +12,7 @@ from celery import Celery
 from beatflow.errors import SchedulerError
 from beatflow.runs.lifecycle import make_run_id, trigger_dag
 from beatflow.runtime import runtime_of
+from beatflow.times import as_utc
 
 if TYPE_CHECKING:
     from beatflow.store import DagRunRecord
@@ -28,7 +29,7 @@ def backfill_ticks(app: Celery, dag_id: str, start: datetime, end: datetime) -> 
             f'DAG "{dag_id}" has no schedule, so it has no ticks to backfill; '
             f"use `beatflow dags trigger {dag_id}` for a manual run"
         )
-    start, end = _aware(start), _aware(end)
+    start, end = as_utc(start), as_utc(end)
     if end < start:
         raise SchedulerError(
             f"backfill of {dag_id}: --end {end.isoformat()} is before --start {start.isoformat()}"
@@ -65,7 +66,3 @@ def backfill(app: Celery, dag_id: str, start: datetime, end: datetime) -> list[D
         )
         for tick in backfill_ticks(app, dag_id, start, end)
     ]
-
-
-def _aware(value: datetime) -> datetime:
-    return (value if value.tzinfo else value.replace(tzinfo=UTC)).astimezone(UTC)

@@ -26,6 +26,7 @@ from beatflow.errors import (
 )
 from beatflow.execution.options import TASK_OPTIONS, store_retry_delay
 from beatflow.runtime import Runtime, runtime_of
+from beatflow.times import parse_instant
 
 if TYPE_CHECKING:
     from beatflow.dag.model import DAG
@@ -157,8 +158,7 @@ def fire_dag(runtime: Runtime, dag_id: str, fires: list[list[str]], epoch: int) 
     from beatflow.runs.lifecycle import dispatch_waiting
 
     for _, logical_date, trigger in fires:
-        tick = datetime.fromisoformat(logical_date)
-        tick = tick if tick.tzinfo else tick.replace(tzinfo=UTC)
+        tick = parse_instant(logical_date)
         if runtime.store.get_dag_run(dag_id, scheduled_run_id(tick)) is None:
             create_scheduled_run(runtime.store, runtime.dag(dag_id), tick, trigger, epoch)
     if runtime.store.is_paused(dag_id):

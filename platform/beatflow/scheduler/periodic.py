@@ -7,7 +7,7 @@ RedBeat's own entry logic decides what is due; beatflow fences the writes: an en
 (last run, next due) by a Lua script that checks the lock token and the leader epoch *before*
 its task is sent, so a deposed leader writes and sends nothing, and a new leader never sends a
 tick the old one already sent (at most once: a crash between the advance and the publish loses
-that one tick, as with RedBeat). Declared entries are written by the leader only (R7)."""
+that one tick, as with RedBeat). Declared entries are written by the leader only."""
 
 from __future__ import annotations
 

@@ -47,7 +47,7 @@ def locked_redis(tmp_path: Path) -> Iterator[str]:
     )
     url = f"redis://:{REDIS_PASSWORD}@127.0.0.1:{port}/0"
     try:
-        procs.wait_for(lambda: _pings(url), timeout=20, message="the locked Redis")
+        procs.wait_for(lambda: _pings(url), timeout=30, message="the locked Redis")
         yield url
     finally:
         server.terminate()

@@ -102,7 +102,7 @@ def processes_in(cwd: Path) -> list[psutil.Process]:
     return found
 
 
-def gone(procs: list[psutil.Process], timeout: float = 15.0) -> list[psutil.Process]:
+def gone(procs: list[psutil.Process], timeout: float = 60.0) -> list[psutil.Process]:
     """The processes still alive after waiting up to ``timeout`` seconds."""
     _, alive = psutil.wait_procs(procs, timeout=timeout)
     return [p for p in alive if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]

@@ -217,7 +217,7 @@ def test_sigterm_during_start_up_still_stops_everything_started_so_far(
 
     assert dev.wait(60) == 0
     assert "ready" not in dev.output
-    assert gone(processes_in(dev.cwd), timeout=5) == []
+    assert gone(processes_in(dev.cwd)) == []
     assert dev.pid_files() == []
 
 

@@ -42,7 +42,7 @@ def test_a_dag_run_past_its_sla_is_reported_once_with_metric_log_and_callback(
 
     observed.wait_metric("beatflow_sla_misses_total", 1, dag="obs_sla")
     marks = observed.marks / "sla-obs_sla"
-    procs.wait_for(marks.exists, timeout=10, message="the on_sla_miss callback")
+    procs.wait_for(marks.exists, timeout=60, message="the on_sla_miss callback")
     _wait_polls(observed, 3)
 
     assert observed.scrape().get_value("beatflow_sla_misses_total", dag="obs_sla") == 1
@@ -76,7 +76,7 @@ def test_task_runs_with_an_expired_lease_or_past_their_time_limit_are_reported_a
     observed.wait_metric("beatflow_stuck_task_runs", 2)
     procs.wait_for(
         lambda: len(_events(observed, "stuck_task_run")) >= 2,
-        timeout=10,
+        timeout=60,
         message="two stuck_task_run log events",
     )
     _wait_polls(observed, 3)
@@ -92,7 +92,7 @@ def test_task_runs_with_an_expired_lease_or_past_their_time_limit_are_reported_a
         )
     procs.wait_for(
         lambda: observed.scrape().get_value("beatflow_stuck_task_runs") == 0,
-        timeout=10,
+        timeout=60,
         message="the stuck gauge to fall back to 0",
     )
     short.close()

@@ -76,7 +76,7 @@ def test_beat_status_shows_the_leader_the_lock_ttl_and_the_next_due_dags(
     cluster.write_dag("beat_status", schedule="timedelta(minutes=5)")
     cluster.start_beat("solo")
     cluster.wait_leader()
-    procs.wait_for(lambda: cluster.status().entries == 1, timeout=10, message="the entry")
+    procs.wait_for(lambda: cluster.status().entries == 1, timeout=60, message="the entry")
     beatflow = str(Path(sys.executable).parent / "beatflow")
     out = subprocess.run(
         [beatflow, "beat", "status", "--json"],

@@ -31,7 +31,7 @@ def claim(
     )
 
 
-def wait_for(condition: Callable[[], Any], *, timeout: float = 10.0) -> Any:
+def wait_for(condition: Callable[[], Any], *, timeout: float = 30.0) -> Any:
     """Poll ``condition`` until it returns something truthy; fail after ``timeout`` seconds."""
     deadline = time.monotonic() + timeout
     while True:
