@@ -196,6 +196,8 @@ def test_flower_always_asks_for_a_password_given_in_the_environment(
     assert "PASSWORD" not in command and "auth" not in command
     assert ":?" in flower["environment"]["BEATFLOW_FLOWER_PASSWORD"]
     assert all(p.startswith("127.0.0.1:") for p in flower["ports"])
+    # its memory bound comes from BEATFLOW_FLOWER_MAX_TASKS: a --max_tasks flag would win
+    assert "--max_tasks" not in command
 
 
 def test_the_web_ui_asks_for_a_password_and_a_fixed_session_key(compose: dict[str, Any]) -> None:

@@ -151,6 +151,10 @@ def test_flower_never_runs_without_authentication(target: str) -> None:
         assert not [a for a in argv if "auth" in a or "PASSWORD" in a], argv
         assert "BEATFLOW_FLOWER_PASSWORD" in _secret_env(c), "Flower's password from a Secret"
         assert "FLOWER_UNAUTHENTICATED_API" not in _env(c)
+        # its memory bound comes from BEATFLOW_FLOWER_MAX_TASKS: a --max_tasks flag would win
+        assert not [a for a in argv if a.startswith("--max_tasks")], argv
+        if not target.startswith("k8s"):  # Helm: flower.maxTasks becomes the setting
+            assert _env(c)["BEATFLOW_FLOWER_MAX_TASKS"].isdigit(), _env(c)
 
 
 @pytest.mark.parametrize("target", TARGETS)
