@@ -62,6 +62,21 @@ def start_flower(
     return proc, base
 
 
+def _flower_follows_events(base: str) -> None:
+    """Flower answers /healthcheck before its event receiver consumes: events sent in between
+    (a whole DAG run on a loaded machine) never reach it. Its event state knowing a live worker
+    (from the worker's heartbeats, every 2 s) shows that the receiver is consuming."""
+
+    def alive() -> bool:
+        try:
+            status = get_json(base + "/api/workers?status=true")
+        except (OSError, urllib.error.HTTPError, ValueError):
+            return False
+        return any(status.values()) if isinstance(status, dict) else False
+
+    procs.wait_for(alive, timeout=60, message="Flower's event state to show a live worker")
+
+
 @dataclass
 class Stack:
     cluster: Cluster
@@ -100,6 +115,7 @@ def stack(
             try:
                 _exporter_ready(exporter, f"http://127.0.0.1:{port}")
                 flower, flower_url = start_flower(tmp, c.env)
+                _flower_follows_events(flower_url)
                 yield Stack(
                     cluster=c,
                     flower=flower,
