@@ -98,7 +98,8 @@ def claim_statements(dialect: str) -> ClaimStatements:
             map_count=sa.bindparam("p_map_count"),
             lease_token=None,
             lease_expires_at=None,
-        ),
+        )
+        .returning(t.dag_id, t.run_id, t.task_id, t.map_index),  # for its dead letter
         fail=sa.update(task_runs)
         .where(key, t.state.not_in(sorted(TASK_RUN_TERMINAL_STATES)))
         .values(

@@ -163,10 +163,10 @@ class TaskRunsMixin(StoreBase):
         with self._write(
             f"finishing task run {dedupe_key!r}", transaction=letter is not None
         ) as conn:
-            written = conn.execute(claim_statements(self.dialect).finish, params).rowcount == 1
-            if written and letter is not None:
-                self._insert_letter(conn, dedupe_key, error, traceback, letter)
-            return written
+            row = conn.execute(claim_statements(self.dialect).finish, params).mappings().first()
+            if row is not None and letter is not None:
+                self._insert_letter(conn, dedupe_key, error, traceback, letter, **row)
+            return row is not None
 
     def fail_task_run(
         self,
@@ -217,15 +217,8 @@ class TaskRunsMixin(StoreBase):
         letter: DeadLetterDraft,
         **identity: Any,
     ) -> None:
-        """Insert the dead letter of the task run just failed on ``conn`` (its transaction)."""
-        if not identity:
-            row = conn.execute(
-                sa.select(
-                    task_runs.c.dag_id, task_runs.c.run_id, task_runs.c.task_id,
-                    task_runs.c.map_index,
-                ).where(task_runs.c.dedupe_key == dedupe_key)
-            ).mappings().one()  # fmt: skip
-            identity = dict(row)
+        """Insert the dead letter of the task run just failed on ``conn`` (its transaction);
+        ``identity``: its dag_id, run_id, task_id and map_index."""
         values = dead_letter_values(
             dedupe_key=dedupe_key, error=error, traceback=traceback, letter=letter, **identity
         )
