@@ -208,11 +208,16 @@ def install_log_capture(runtime: Runtime) -> None:
         )
         root.addHandler(handler)
 
-    def flush(**_: Any) -> None:
+    def stop(**_: Any) -> None:
+        # a pool process ends without running atexit: write what it holds first
         for h in logging.getLogger().handlers:
             if isinstance(h, TaskLogCapture):
-                h.flush_soon()
+                h.close()
 
+    # No flush at each task's end: that made the writer insert once per task run (a
+    # transaction per task run, as many as the task's own). Lines are written in batches at
+    # most FLUSH_SECONDS after they were logged, and when the process stops.
     signals.worker_process_init.connect(start, weak=False)
     signals.worker_ready.connect(start, weak=False)
-    signals.task_postrun.connect(flush, weak=False)
+    signals.worker_process_shutdown.connect(stop, weak=False)
+    signals.worker_shutdown.connect(stop, weak=False)
