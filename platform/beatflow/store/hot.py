@@ -1,19 +1,36 @@
 """The node wrapper's hot path in as few statements as it can take: one SELECT reads the DAG
 run and exactly the task-run rows a task needs (its upstream's and its own), so a task run costs
 one read, its claim and its finish. A mapped instance reads its own row and its upstream's,
-never its siblings' (a 10,000-wide map would read 10^8 rows)."""
+never its siblings' (a 10,000-wide map would read 10^8 rows).
+
+In the common case the read and the claim are one statement (``read_and_claim``): when the rows
+read make the claim certain (the run is active, every upstream row succeeded, the task has no
+row yet), the same statement inserts the claim, so such a task run costs two statements in all:
+this one and its finish."""
 
 from __future__ import annotations
 
 import functools
-from collections.abc import Collection
+import uuid
+from collections.abc import Collection, Sequence
+from datetime import datetime, timedelta
 from typing import Any, cast
 
 import sqlalchemy as sa
+from sqlalchemy.dialects import postgresql
 
 from beatflow.store.base import StoreBase, dag_run_record, task_run_record
+from beatflow.store.claim_sql import claim_statements, db_clock
+from beatflow.store.engine import UTCDateTime, utcnow
 from beatflow.store.models import dag_runs, task_runs
-from beatflow.store.records import DagRunRecord, TaskRunRecord
+from beatflow.store.records import (
+    DAG_RUN_FINISHED_STATES,
+    TASK_RUNNING,
+    TASK_SUCCESS,
+    Claim,
+    DagRunRecord,
+    TaskRunRecord,
+)
 
 # A task with more upstream tasks than this reads every row of its run (one indexed range)
 # rather than binding thousands of ids.
@@ -49,7 +66,186 @@ def _node_read(filtered: bool, by_key: bool = False) -> sa.Select[Any]:
     )
 
 
+@functools.cache
+def _read_and_claim_pg() -> sa.Select[Any]:
+    """PostgreSQL: read the run and the rows of ``p_keys``, and insert the claim of
+    ``p_dedupe_key`` (try 1, a fresh lease) when the run is active, ``p_ready`` of the other
+    keys' rows are this run's and succeeded, and the own key has no row; one statement. The
+    rows come back with ``t_claimed`` true for the inserted claim."""
+    r, t = dag_runs.c, task_runs.c
+    own = sa.bindparam("p_dedupe_key", type_=sa.String())
+    dag_id = sa.bindparam("p_dag_id", type_=sa.String())
+    run_id = sa.bindparam("p_run_id", type_=sa.String())
+    up = sa.select(task_runs).where(t.dedupe_key.in_(sa.bindparam("p_keys", expanding=True)))
+    up_cte = up.cte("up")
+    run = sa.select(dag_runs).where(r.dag_id == dag_id, r.run_id == run_id).cte("run")
+    succeeded = (
+        sa.select(sa.func.count())
+        .select_from(up_cte)
+        .where(
+            up_cte.c.dedupe_key != own,
+            up_cte.c.dag_id == dag_id,
+            up_cte.c.run_id == run_id,
+            up_cte.c.state == TASK_SUCCESS,
+        )
+        .scalar_subquery()
+    )
+    certain = sa.and_(
+        sa.exists(
+            sa.select(1).select_from(run).where(run.c.state.not_in(sorted(DAG_RUN_FINISHED_STATES)))
+        ),
+        succeeded == sa.bindparam("p_ready", type_=sa.Integer()),
+        ~sa.exists(sa.select(1).select_from(up_cte).where(up_cte.c.dedupe_key == own)),
+    )
+    _now, expires = db_clock("postgresql")
+
+    def typed(name: str, column: sa.Column[Any]) -> sa.ColumnElement[Any]:
+        return sa.cast(sa.bindparam(f"p_{name}"), column.type)
+
+    values = {
+        "dedupe_key": own,
+        "dag_id": dag_id,
+        "run_id": run_id,
+        "task_id": typed("task_id", task_runs.c.task_id),
+        "map_index": typed("map_index", task_runs.c.map_index),
+        "state": sa.literal(str(TASK_RUNNING), sa.String()),
+        "try_number": sa.literal(1, sa.Integer()),
+        "worker": typed("worker", task_runs.c.worker),
+        "celery_task_id": typed("celery_task_id", task_runs.c.celery_task_id),
+        "lease_token": typed("lease_token", task_runs.c.lease_token),
+        "lease_expires_at": expires,
+        "started_at": sa.bindparam("p_started_at", type_=UTCDateTime()),
+    }
+    claim = (
+        postgresql.insert(task_runs)
+        .from_select(
+            list(values), sa.select(*[v.label(k) for k, v in values.items()]).where(certain)
+        )
+        .on_conflict_do_nothing(index_elements=["dedupe_key"])
+        .returning(*task_runs.c)
+        .cte("claim")
+    )
+    rows = sa.union_all(
+        sa.select(*up_cte.c, sa.false().label("claimed")),
+        sa.select(*claim.c, sa.true().label("claimed")),
+    ).subquery("rows")
+    return (
+        sa.select(
+            *[c.label(f"r_{c.name}") for c in run.c],
+            *[c.label(f"t_{c.name}") for c in rows.c],
+        )
+        .select_from(run.outerjoin(rows, sa.true()))
+        .order_by(rows.c.started_at.asc().nulls_last(), rows.c.task_id, rows.c.map_index)
+    )
+
+
 class HotPathMixin(StoreBase):
+    def read_and_claim(
+        self,
+        dag_id: str,
+        run_id: str,
+        task_id: str,
+        map_index: int,
+        dedupe_key: str,
+        upstream_keys: Sequence[str],
+        *,
+        worker: str | None = None,
+        celery_task_id: str | None = None,
+    ) -> tuple[DagRunRecord | None, list[TaskRunRecord], Claim | None]:
+        """``read_for_task`` by keys (``dedupe_key``, the task's own, and ``upstream_keys``),
+        and in the same statement the claim of ``dedupe_key`` when the rows make it certain:
+        the run is active, every upstream row is there and succeeded, and the task has no row
+        yet. The claim is then ``run`` at try 1, exactly what ``claim_task_run`` would have
+        given; otherwise it is None and nothing was written (decide and claim as usual). For a
+        task whose trigger rule runs when all its upstream succeeded, with default keys."""
+        keys = sorted({dedupe_key, *upstream_keys})
+        now = utcnow()
+        token = uuid.uuid4().hex
+        params: dict[str, Any] = {
+            "p_dag_id": dag_id,
+            "p_run_id": run_id,
+            "p_keys": keys,
+            "p_dedupe_key": dedupe_key,
+            "p_task_id": task_id,
+            "p_map_index": map_index,
+            "p_worker": worker,
+            "p_celery_task_id": celery_task_id,
+            "p_lease_token": token,
+            "p_started_at": now,
+            "p_ready": len(set(upstream_keys) - {dedupe_key}),
+            "p_lease_seconds": self.lease_seconds,
+        }
+        action = f"reading and claiming task {task_id!r} of DAG run {dag_id}/{run_id}"
+        if self.dialect == "postgresql":
+            with self._write(action) as conn:
+                rows = conn.execute(_read_and_claim_pg(), params).mappings().all()
+        else:
+            rows = self._read_and_claim_sqlite(action, params, now)
+        if not rows:
+            return None, [], None
+        run = dag_run_record(_strip(rows[0], "r_"))
+        tasks, claim = [], None
+        for row in rows:
+            if not row["t_dedupe_key"]:
+                continue
+            record = task_run_record(_strip(row, "t_"))
+            if row["t_claimed"]:
+                claim = Claim("run", record, token)
+            elif record.dag_id == dag_id and record.run_id == run_id:
+                tasks.append(record)
+        return run, tasks, claim
+
+    def _read_and_claim_sqlite(
+        self, action: str, params: dict[str, Any], now: datetime
+    ) -> list[sa.RowMapping]:
+        """SQLite: the same in one write transaction (the read, then the insert if certain)."""
+        with self._write(action) as conn:
+            read = {k: params[k] for k in ("p_dag_id", "p_run_id", "p_keys")}
+            rows = [
+                {**row, "t_claimed": False}
+                for row in conn.execute(_node_read(False, True), read).mappings().all()
+            ]
+            if not rows or rows[0]["r_state"] in DAG_RUN_FINISHED_STATES:
+                return cast(list[sa.RowMapping], rows)
+            own = params["p_dedupe_key"]
+            found = {r["t_dedupe_key"]: r for r in rows if r["t_dedupe_key"]}
+            ready = [
+                r
+                for key, r in found.items()
+                if key != own
+                and r["t_state"] == TASK_SUCCESS
+                and (r["t_dag_id"], r["t_run_id"]) == (params["p_dag_id"], params["p_run_id"])
+            ]
+            if own in found or len(ready) != params["p_ready"]:
+                return cast(list[sa.RowMapping], rows)
+            lease = {
+                "p_dedupe_key": own,
+                "p_dag_id": params["p_dag_id"],
+                "p_run_id": params["p_run_id"],
+                "p_task_id": params["p_task_id"],
+                "p_map_index": params["p_map_index"],
+                "p_state": TASK_RUNNING,
+                "p_worker": params["p_worker"],
+                "p_celery_task_id": params["p_celery_task_id"],
+                "p_lease_token": params["p_lease_token"],
+                "p_started_at": now,
+                "p_ended_at": None,
+                "p_result": None,
+                "p_error": None,
+                "p_traceback": None,
+                "p_map_count": None,
+                "p_deduped_from": None,
+                "p_now": now,
+                "p_lease_expires_at": now + timedelta(seconds=self.lease_seconds),
+            }
+            claimed = conn.execute(claim_statements(self.dialect).insert, lease).mappings().first()
+            if claimed is None:
+                return cast(list[sa.RowMapping], rows)
+            run_part = {k: v for k, v in rows[0].items() if k.startswith("r_")}
+            task_part = {f"t_{k}": v for k, v in claimed.items()}
+            rows.append({**run_part, **task_part, "t_claimed": True})
+            return cast(list[sa.RowMapping], rows)
+
     def read_for_task(
         self,
         dag_id: str,

@@ -28,8 +28,12 @@ def side_effect_engine(url: str) -> sa.Engine:
     return sa.create_engine(url)
 
 
-def claim_all(url: str, keys: list[str], worker: int, barrier: Any, report: Any) -> None:
-    """Claim ``keys`` in a random order; put (worker, ran, held, done) on ``report``."""
+def claim_all(
+    url: str, keys: list[str], worker: int, barrier: Any, report: Any, combined: bool = False
+) -> None:
+    """Claim ``keys`` in a random order; put (worker, ran, held, done) on ``report``.
+    ``combined``: first try the node's read-and-claim statement (DAG run ``race/r``), then the
+    plain claim when it did not claim, as the node wrapper does."""
     store = Store(url)
     engine = side_effect_engine(url)
     with engine.connect():  # open connections before the start line, so all start together
@@ -42,9 +46,15 @@ def claim_all(url: str, keys: list[str], worker: int, barrier: Any, report: Any)
     while order and time.monotonic() < deadline:
         again = []
         for key in order:
-            claim = store.claim_task_run(
-                key, dag_id="race", run_id="r", task_id=key, worker=f"w{worker}"
-            )
+            claim = None
+            if combined:
+                _, _, claim = store.read_and_claim(
+                    "race", "r", key, -1, key, [], worker=f"w{worker}"
+                )
+            if claim is None:
+                claim = store.claim_task_run(
+                    key, dag_id="race", run_id="r", task_id=key, worker=f"w{worker}"
+                )
             counts[claim.outcome] += 1
             if claim.outcome == "held":  # someone else is running it: look again later
                 again.append(key)

@@ -56,3 +56,75 @@ def test_rows_found_by_their_dedupe_keys_are_the_same_rows(store: Store):
     assert sorted((t.task_id, t.map_index) for t in rows) == [("a", -1), ("m", 3)]
     _, none_yet = store.read_for_task("etl", "r1", "z", -1, {"a"}, keys=["etl/r1/z"])
     assert none_yet == []
+
+
+# ------------------------------------------------------------------ read and claim in one
+
+
+def active_run(store: Store, run_id: str = "r9") -> None:
+    store.create_dag_run("etl", run_id, logical_date=datetime.now(UTC))
+    assert [r.run_id for r in store.start_queued_dag_runs("etl", 100)] == [run_id]
+
+
+def test_a_root_task_is_read_and_claimed_in_one_call_as_a_plain_claim_would(store: Store):
+    active_run(store)
+    run, rows, claim = store.read_and_claim(
+        "etl", "r9", "a", -1, "etl/r9/a", [], worker="w1", celery_task_id="c1"
+    )
+    assert run is not None and run.state == "running" and rows == []
+    assert claim is not None and claim.outcome == "run" and claim.token
+    record = claim.record
+    assert (record.state, record.try_number, record.worker, record.celery_task_id) == (
+        "running",
+        1,
+        "w1",
+        "c1",
+    )
+    assert record.lease_expires_at is not None and record.started_at is not None
+    assert record.lease_expires_at > record.started_at
+    assert store.get_task_run("etl/r9/a") == record
+    # the claim is real: a second reader finds the row and claims nothing; a plain claim waits
+    _, rows, again = store.read_and_claim("etl", "r9", "a", -1, "etl/r9/a", [])
+    assert again is None and [t.state for t in rows] == ["running"]
+    assert store.claim_task_run("etl/r9/a", dag_id="etl", run_id="r9", task_id="a").outcome == (
+        "held"
+    )
+    assert store.finish_task_run("etl/r9/a", claim.token, state="success", result=1)
+
+
+def test_a_downstream_task_is_claimed_only_once_every_upstream_row_succeeded(store: Store):
+    active_run(store)
+    up = ["etl/r9/a", "etl/r9/b"]
+    claims = {}
+    for key, task_id in zip(up, "ab", strict=True):
+        claims[task_id] = store.claim_task_run(key, dag_id="etl", run_id="r9", task_id=task_id)
+
+    def read() -> tuple[list[str], object]:
+        _, rows, claim = store.read_and_claim("etl", "r9", "c", -1, "etl/r9/c", up)
+        return sorted(f"{t.task_id}:{t.state}" for t in rows), claim
+
+    assert read() == (["a:running", "b:running"], None)  # upstream not final: no claim
+    store.finish_task_run("etl/r9/a", claims["a"].token, state="success", result="A")
+    assert read() == (["a:success", "b:running"], None)
+    store.finish_task_run("etl/r9/b", claims["b"].token, state="failed", error="x")
+    assert read() == (["a:success", "b:failed"], None)  # a failed upstream: decide's call
+    assert store.get_task_run("etl/r9/c") is None  # nothing was written by those reads
+    store.reset_task_run("etl/r9/b")
+    again = store.claim_task_run("etl/r9/b", dag_id="etl", run_id="r9", task_id="b")
+    store.finish_task_run("etl/r9/b", again.token, state="success", result="B")
+    _, rows, claim = store.read_and_claim("etl", "r9", "c", -1, "etl/r9/c", up)
+    assert claim is not None and claim.outcome == "run" and claim.record.task_id == "c"
+    assert sorted((t.task_id, t.result) for t in rows) == [("a", "A"), ("b", "B")]
+
+
+def test_no_claim_for_an_ended_run_a_missing_run_or_an_existing_row(store: Store):
+    active_run(store)
+    first = store.claim_task_run("etl/r9/a", dag_id="etl", run_id="r9", task_id="a")
+    store.finish_task_run("etl/r9/a", first.token, state="up_for_retry", error="try again")
+    _, rows, claim = store.read_and_claim("etl", "r9", "a", -1, "etl/r9/a", [])
+    assert claim is None and [t.state for t in rows] == ["up_for_retry"]  # the plain claim's
+    assert store.read_and_claim("etl", "nope", "a", -1, "etl/nope/a", []) == (None, [], None)
+    store.transition_dag_run("etl", "r9", to="cancelled", from_states={"running"})
+    run, _, claim = store.read_and_claim("etl", "r9", "z", -1, "etl/r9/z", [])
+    assert run is not None and run.state == "cancelled" and claim is None
+    assert store.get_task_run("etl/r9/z") is None
