@@ -17,6 +17,17 @@ _RUN_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_\-.:+]*")
 RESERVED_RUN_PREFIXES = ("scheduled__", "catchup__", "backfill__")
 
 
+def split_task_name(name: str) -> tuple[str, str] | None:
+    """``"<dag_id>.<task_id>"`` (a DAG task's Celery name) -> (dag_id, task_id); None for any
+    other name (a plain task's ``package.module.function``)."""
+    dag_id, dot, task_id = name.partition(".")
+    if not dot or len(name) > 2 * MAX_ID_LENGTH + 1:
+        return None
+    if not (_NAME_RE.fullmatch(dag_id) and _NAME_RE.fullmatch(task_id)):
+        return None
+    return dag_id, task_id
+
+
 def _check(kind: str, value: object, pattern: re.Pattern[str], allowed: str) -> str:
     if not isinstance(value, str):
         raise InvalidIdError(kind, repr(value), f"must be a string, not {type(value).__name__}")

@@ -1,11 +1,17 @@
-"""Custom Celery events that workers send about task runs, so the exporter can count them
-(`beatflow_task_runs_total`, `beatflow_duplicate_deliveries_total`, DAG run outcomes) from the
-event stream it already follows, without a metrics endpoint in every worker process."""
+"""What workers tell the exporter about task runs through the Celery event stream it already
+follows (`beatflow_task_runs_total`, `beatflow_duplicate_deliveries_total`, DAG run outcomes),
+without a metrics endpoint in every worker process.
+
+The common case costs no event of its own: a node task that ends normally returns its task
+run's outcome (``outcome``), and Celery's own ``task-succeeded`` event carries it (as the
+result's repr, which ``parse_outcome`` reads back). The rarer outcomes, which Celery reports as
+``task-failed`` or ``task-retried`` or not at all, are custom events (``task_run_finished``)."""
 
 from __future__ import annotations
 
 import logging
 import os
+import re
 from typing import Any
 
 from celery import current_task
@@ -15,6 +21,26 @@ log = logging.getLogger(__name__)
 TASK_RUN_FINISHED = "beatflow-task-run-finished"
 DUPLICATE_DELIVERY = "beatflow-duplicate-delivery"
 DAG_RUN_FINISHED = "beatflow-dag-run-finished"
+
+OUTCOME_KEY = "beatflow_task_run"
+# the repr of an ``outcome`` dict, as Celery's task-succeeded event carries it
+_OUTCOME_RE = re.compile(r"\{'" + OUTCOME_KEY + r"': '([a-z_]{1,32})'(, 'duplicate': True)?\}")
+
+
+def outcome(state: str, *, duplicate: bool = False) -> dict[str, Any]:
+    """A node task's return value: its task run's ``state`` (``duplicate``: this delivery found
+    the task run already final and ran nothing). Celery's task-succeeded event carries it."""
+    value = str(state)  # a StrEnum's value: its repr would not parse back
+    return {OUTCOME_KEY: value, "duplicate": True} if duplicate else {OUTCOME_KEY: value}
+
+
+def parse_outcome(result: Any) -> tuple[str, bool] | None:
+    """(state, duplicate) from a task-succeeded event's ``result`` (the repr of an ``outcome``),
+    or None for any other result (a plain task's, an expansion's)."""
+    if not isinstance(result, str):
+        return None
+    match = _OUTCOME_RE.fullmatch(result)
+    return None if match is None else (match.group(1), match.group(2) is not None)
 
 
 _dispatcher: Any = None

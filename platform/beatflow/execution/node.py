@@ -9,6 +9,7 @@ decide. A worker whose lease was taken over stops: it writes nothing more and co
 from __future__ import annotations
 
 import dataclasses
+import functools
 import logging
 import random
 import time
@@ -31,7 +32,7 @@ from beatflow.errors import (
     StoreUnavailableError,
     TaskRunFailedError,
 )
-from beatflow.execution import canvas, events
+from beatflow.execution import canvas, events, rules
 from beatflow.execution.context import TaskContext, make_logger
 from beatflow.execution.decide import Action, ClaimSeen, Situation, decide
 from beatflow.execution.options import store_retry_delay
@@ -42,7 +43,7 @@ from beatflow.store import DeadLetterDraft
 
 if TYPE_CHECKING:
     from beatflow.runtime import Runtime
-    from beatflow.store import DagRunRecord, Store, TaskRunRecord
+    from beatflow.store import Claim, DagRunRecord, Store, TaskRunRecord
 
 log = logging.getLogger(__name__)
 
@@ -116,9 +117,11 @@ def run_node(
     map_index: int | None,
     *,
     closes: bool = False,
-) -> None:
+) -> dict[str, Any] | None:
     """Body of the Celery task ``<dag_id>.<task_id>``. ``closes``: this is the run's closing
-    task (``dag.compile.closing_task``): once its task run is final, close the DAG run here."""
+    task (``dag.compile.closing_task``): once its task run is final, close the DAG run here.
+    Returns the task run's outcome for Celery's task-succeeded event (``events.outcome``), or
+    None when this delivery recorded nothing (no such run, a run already ended)."""
     problem = malformed_message(run_id, map_index)
     if problem is not None:
         # No beatflow sender makes such a message (a hostile or corrupted publish): none of it
@@ -133,9 +136,10 @@ def run_node(
         celery_task_id=task.request.id,
         map_index=index,
     ):
+        result = None
         try:
             dag, spec = resolve_task(runtime, dag_id, task_id)
-            _run(runtime, task, dag, spec, run_id, index)
+            result = _run(runtime, task, dag, spec, run_id, index)
         except StoreUnavailableError as exc:
             delay = store_retry_delay(task.request.retries)
             log.warning("results database unavailable (%s); retrying in %.1fs", exc, delay)
@@ -150,6 +154,7 @@ def run_node(
             record_final_failure(task, exc)
         if closes:
             close_here(runtime, task, dag_id, run_id)
+        return result
 
 
 def close_here(runtime: Runtime, task: CeleryTask, dag_id: str, run_id: str) -> None:
@@ -245,27 +250,52 @@ def _row_keys(dag: DAG, spec: TaskSpec, run_id: str, index: int) -> list[str] | 
     return keys
 
 
+@functools.cache
+def _claims_when_ready(trigger_rule: str, upstream: int) -> bool:
+    """Whether the task claims once every upstream task succeeded (its trigger rule runs then):
+    then the read may claim in the same statement when it finds exactly that (``read_and_claim``
+    inserts only for an active run, all upstream rows succeeded and no row of its own, where
+    ``decide`` says CLAIM and the claim's insert gives ``run`` at try 1)."""
+    return rules.decide(trigger_rule, [TaskRunState.SUCCESS] * upstream) == "run"
+
+
 def _mapped_upstream(dag: DAG, spec: TaskSpec) -> set[str]:
     return {u for u in spec.upstream if u in dag.tasks and dag.tasks[u].map_over}
 
 
+def _read(
+    store: Store, task: CeleryTask, dag: DAG, spec: TaskSpec, run_id: str, index: int
+) -> tuple[DagRunRecord | None, list[TaskRunRecord], Claim | None]:
+    """The DAG run, the rows this task needs, and the claim when the read could make it."""
+    # One statement reads the run and the rows this task needs: its upstream's and its own (a
+    # mapped instance never reads its siblings; a 10,000-wide fan-in reads its run once). When
+    # the rows make the claim certain, the same statement claims (see _claims_when_ready).
+    keys = _row_keys(dag, spec, run_id, index)
+    if keys is not None and _claims_when_ready(spec.trigger_rule, len(spec.upstream)):
+        return store.read_and_claim(
+            dag.dag_id,
+            run_id,
+            spec.task_id,
+            index,
+            keys[0],
+            keys[1:],
+            worker=task.request.hostname,
+            celery_task_id=task.request.id,
+        )
+    run, rows = store.read_for_task(
+        dag.dag_id, run_id, spec.task_id, index, spec.upstream, keys=keys
+    )
+    return run, rows, None
+
+
 def _run(
     runtime: Runtime, task: CeleryTask, dag: DAG, spec: TaskSpec, run_id: str, index: int
-) -> None:
+) -> dict[str, Any] | None:
     store = runtime.store
-    # One statement reads the run and the rows this task needs: its upstream's and its own (a
-    # mapped instance never reads its siblings; a 10,000-wide fan-in reads its run once).
-    run, rows = store.read_for_task(
-        dag.dag_id,
-        run_id,
-        spec.task_id,
-        index,
-        spec.upstream,
-        keys=_row_keys(dag, spec, run_id, index),
-    )
+    run, rows, claim = _read(store, task, dag, spec, run_id, index)
     if run is None:
         log.error("no DAG run %s/%s in the results database; message dropped", dag.dag_id, run_id)
-        return
+        return None
     key = dedupe_key_for(spec, dag, run, index)
     own_key = default_dedupe_key(dag.dag_id, run_id, spec.task_id, index)
     own = next((t for t in rows if t.dedupe_key in (key, own_key)), None)
@@ -281,14 +311,13 @@ def _run(
     )
     decision = decide(situation)
     if decision.action is Action.DONE and own is not None:
-        _done(task, dag, spec, run_id, key, own)
-        return
+        return _done(task, dag, spec, run_id, key, own)
     if run.state in DAG_RUN_FINAL:
         # Cancelled (or marked, or timed out): no task of it starts any more, whatever its rule
         # (a duplicate of a task that finished is still reported as one, just above).
         log.info("DAG run %s/%s is %s: task %s not started", dag.dag_id, run_id, run.state,
                  spec.task_id)  # fmt: skip
-        return
+        return None
     if decision.action is Action.WAIT:
         log.info("task %s waits: %s", spec.task_id, decision.reason)
         retry_later(task, UPSTREAM_WAIT_SECONDS)
@@ -304,17 +333,17 @@ def _run(
             error=decision.reason if state == TaskRunState.UPSTREAM_FAILED else None,
         )
         log.info("task %s %s by %s", spec.task_id, state, decision.reason)
-        events.task_run_finished(dag.dag_id, spec.task_id, state)
-        return
-    claim = store.claim_task_run(
-        key,
-        dag_id=dag.dag_id,
-        run_id=run_id,
-        task_id=spec.task_id,
-        map_index=index,
-        worker=task.request.hostname,
-        celery_task_id=task.request.id,
-    )
+        return events.outcome(state)
+    if claim is None:
+        claim = store.claim_task_run(
+            key,
+            dag_id=dag.dag_id,
+            run_id=run_id,
+            task_id=spec.task_id,
+            map_index=index,
+            worker=task.request.hostname,
+            celery_task_id=task.request.id,
+        )
     seen = ClaimSeen(
         outcome=claim.outcome,
         try_number=claim.record.try_number,
@@ -330,8 +359,7 @@ def _run(
             log.info(
                 "task run %s was done by run %s; not running it again", key, record.deduped_from
             )
-        _done(task, dag, spec, run_id, key, record)
-        return
+        return _done(task, dag, spec, run_id, key, record)
     if decision.action is Action.HELD:
         wait = _lease_remaining(claim.record, runtime.settings.lease_seconds)
         log.info("task run %s is held by %s; retrying in %.1fs", key, claim.record.worker, wait)
@@ -342,21 +370,24 @@ def _run(
     )
     if decision.action is Action.FAIL_WORKER_LOST:
         attempt.fail(decision.reason, None, tries=attempt.try_number - 1)
-        return
+        return None
     if decision.action is Action.EXPAND:
         _expand(attempt)
-        return
-    _execute(attempt, rows)
+        return None
+    return _execute(attempt, rows)
 
 
 def _done(
     task: CeleryTask, dag: DAG, spec: TaskSpec, run_id: str, key: str, record: TaskRunRecord
-) -> None:
-    events.duplicate_delivery(dag.dag_id, spec.task_id)
+) -> dict[str, Any]:
     log.info("task run %s already %s; not running it again", key, record.state)
-    if spec.map_over and record.map_index < 0 and record.state == TaskRunState.SUCCESS:
-        # a redelivered expander sends its instances again (each is deduped): all or nothing
-        _replace_with_instances(task, dag, spec, run_id, record.map_count or 0)
+    count = record.map_count or 0
+    if spec.map_over and record.map_index < 0 and record.state == TaskRunState.SUCCESS and count:
+        # a redelivered expander sends its instances again (each is deduped): all or nothing.
+        # Its task is replaced (Celery reports no outcome), so the duplicate is an event here.
+        events.duplicate_delivery(dag.dag_id, spec.task_id)
+        _replace_with_instances(task, dag, spec, run_id, count)
+    return events.outcome(record.state, duplicate=True)
 
 
 def _lease_remaining(record: TaskRunRecord, lease_seconds: float) -> float:
@@ -494,7 +525,7 @@ def write_outcome(
     return written
 
 
-def _execute(attempt: Attempt, rows: list[TaskRunRecord]) -> None:
+def _execute(attempt: Attempt, rows: list[TaskRunRecord]) -> dict[str, Any] | None:
     a = attempt
     dag, spec, run = a.dag, a.spec, a.run
     args, kwargs = _inputs(dag, spec, a.index, rows)
@@ -526,15 +557,14 @@ def _execute(attempt: Attempt, rows: list[TaskRunRecord]) -> None:
                 raise
             except Exception as exc:  # noqa: BLE001 - user code: anything may go wrong
                 _handle_failure(a, exc)
-                return
+                return None
             try:
                 a.finish("success", result=result)
             except ResultError as exc:
                 a.fail(str(exc), traceback.format_exc(), exc=exc)
-                return
-            elapsed = time.perf_counter() - started
-            log.info("task run %s succeeded in %.3fs", a.key, elapsed)
-            events.task_run_finished(dag.dag_id, spec.task_id, "success", elapsed)
+                return None
+            log.info("task run %s succeeded in %.3fs", a.key, time.perf_counter() - started)
+            return events.outcome(TaskRunState.SUCCESS)
     finally:
         _context.reset(ctx_token)
         a.runtime.leases.release(a.key)

@@ -69,10 +69,10 @@ def _register_node(app: Celery, dag: DAG, spec: TaskSpec) -> None:
 
     def body(
         self: CeleryTask, run_id: str, map_index: int | None = None, closes: bool = False
-    ) -> None:
+    ) -> dict[str, Any] | None:
         # the DAG is looked up inside the wrapper: deploy skew fails the task run, never raises
         runtime = runtime_of(self.app)
-        node.run_node(runtime, self, dag_id, task_id, run_id, map_index, closes=closes)
+        return node.run_node(runtime, self, dag_id, task_id, run_id, map_index, closes=closes)
 
     options: dict[str, Any] = {"name": name, **TASK_OPTIONS}
     if spec.soft_time_limit is not None:

@@ -1,7 +1,8 @@
 """Following Celery's event stream: ``EventHandler`` turns one event (a dict) into metric
 updates — celery-exporter's task counters, runtime histogram and worker gauges, plus beatflow's
-own task-run, duplicate-delivery and DAG-run events — and ``EventFollower`` keeps a receiver
-connected to the broker, reconnecting with backoff when Redis blips."""
+task-run outcomes (a node's task-succeeded event carries its own) and its duplicate-delivery and
+DAG-run events — and ``EventFollower`` keeps a receiver connected to the broker, reconnecting
+with backoff when Redis blips."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from typing import Any
 from celery import Celery
 
 from beatflow.execution import events as beatflow_events
+from beatflow.ids import split_task_name
 from beatflow.observability.metrics import Metrics
 from beatflow.states import DagRunState, TaskRunState
 
@@ -135,6 +137,20 @@ class EventHandler:
             runtime = event.get("runtime")
             if isinstance(runtime, int | float):
                 self.metrics.task_runtime.labels(**labels).observe(float(runtime))
+            self._task_run_outcome(info.name, event.get("result"))
+
+    def _task_run_outcome(self, name: str, result: Any) -> None:
+        """A node task's task-succeeded event carries its task run's outcome as its result
+        (``execution.events.outcome``): count it under the DAG and task its name is made of."""
+        parsed = beatflow_events.parse_outcome(result)
+        node = split_task_name(name)
+        if parsed is None or node is None:
+            return
+        (state, duplicate), (dag, task) = parsed, node
+        if duplicate:
+            self.metrics.duplicate_deliveries.labels(dag=dag, task=task).inc()
+        else:
+            self.metrics.task_runs.labels(dag=dag, task=task, state=state).inc()
 
     def _track(self, kind: str, uuid: str, event: Mapping[str, Any]) -> _TaskInfo:
         with self._lock:

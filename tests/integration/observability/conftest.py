@@ -104,7 +104,7 @@ class Observed:
         return scrape(self.metrics_url)
 
     def wait_metric(
-        self, name: str, expected: float, timeout: float = 30.0, **labels: str
+        self, name: str, expected: float, /, timeout: float = 30.0, **labels: str
     ) -> Samples:
         """Scrape until ``name{labels}`` (summed) reaches ``expected``; return that scrape."""
         last: list[float] = []

@@ -183,3 +183,26 @@ def test_the_backlog_counts_waiting_reserved_and_running_messages_of_the_queue(
         )
 
     procs.wait_for(drained, timeout=30, message="the backlog to drain")
+
+
+def test_a_redelivered_task_counts_as_a_duplicate_and_not_as_a_second_task_run(
+    observed: Observed,
+) -> None:
+    # A DAG task's outcome rides on Celery's own task-succeeded event (its result): a second
+    # delivery of a finished task run is a duplicate, not another success.
+    start = observed.scrape()
+    run = trigger_dag(observed.app, "t_chain")
+    assert follow_run(observed.app, "t_chain", run.run_id, timeout=60).state == "success"
+    six = start.total("beatflow_task_runs_total", dag="t_chain") + 6  # its six task runs
+    before = observed.wait_metric("beatflow_task_runs_total", six, dag="t_chain", state="success")
+    assert before.total("beatflow_task_runs_total", dag="t_chain") == six
+    name = "t_chain.numbers"
+    observed.app.send_task(name, args=(run.run_id,), queue=observed.settings.default_queue)
+    dups = before.total("beatflow_duplicate_deliveries_total", dag="t_chain", task="numbers")
+    observed.wait_metric(
+        "beatflow_duplicate_deliveries_total", dups + 1, dag="t_chain", task="numbers"
+    )
+    succeeded = before.total("celery_task_succeeded_total", name=name)
+    after = observed.wait_metric("celery_task_succeeded_total", succeeded + 1, name=name)
+    assert after.total("beatflow_task_runs_total", dag="t_chain") == six
+    assert after.total("beatflow_duplicate_deliveries_total") == dups + 1

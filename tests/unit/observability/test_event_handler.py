@@ -3,6 +3,7 @@ celery-exporter's metrics and beatflow's by the right amounts, with bounded labe
 
 from __future__ import annotations
 
+from beatflow.execution.events import outcome
 from beatflow.observability.celery_events import EventHandler, exception_name
 from beatflow.observability.metrics import Metrics
 
@@ -102,14 +103,12 @@ def test_beatflow_events_count_task_runs_duplicates_and_dag_runs() -> None:
             "state": "up_for_retry",
         }
     )
+    # the common outcomes ride on Celery's own task-succeeded event, as the result's repr
+    h.handle({"type": "task-received", "uuid": "u1", "name": "etl.load", "hostname": "w"})
+    h.handle({"type": "task-succeeded", "uuid": "u1", "result": repr(outcome("success"))})
+    h.handle({"type": "task-received", "uuid": "u2", "name": "etl.load", "hostname": "w"})
     h.handle(
-        {
-            "type": "beatflow-task-run-finished",
-            "dag_id": "etl",
-            "task_id": "load",
-            "state": "success",
-            "duration": 1.5,
-        }
+        {"type": "task-succeeded", "uuid": "u2", "result": repr(outcome("success", duplicate=True))}
     )
     h.handle({"type": "beatflow-duplicate-delivery", "dag_id": "etl", "task_id": "load"})
     h.handle(
@@ -117,7 +116,7 @@ def test_beatflow_events_count_task_runs_duplicates_and_dag_runs() -> None:
     )
     assert value(h, "beatflow_task_runs_total", dag="etl", task="load", state="up_for_retry") == 1
     assert value(h, "beatflow_task_runs_total", dag="etl", task="load", state="success") == 1
-    assert value(h, "beatflow_duplicate_deliveries_total", dag="etl", task="load") == 1
+    assert value(h, "beatflow_duplicate_deliveries_total", dag="etl", task="load") == 2
     assert value(h, "beatflow_dag_runs_total", dag="etl", state="success") == 1
     assert value(h, "beatflow_dag_run_duration_seconds_count", dag="etl") == 1
     assert value(h, "beatflow_dag_run_duration_seconds_bucket", dag="etl", le="60.0") == 1
@@ -160,3 +159,30 @@ def test_the_event_lag_is_the_age_of_the_last_event() -> None:
     h = _handler(clock)
     h.handle({"type": "worker-heartbeat", "hostname": "w", "timestamp": clock.now - 0.5})
     assert value(h, "beatflow_exporter_event_lag_seconds") == 0.5
+
+
+def test_only_a_dag_tasks_outcome_result_counts_as_a_task_run() -> None:
+    h = _handler()
+    h.know_dags([("etl", ["load"])])
+    events = [
+        ("etl.load", "{'beatflow_task_run': 'success'}"),  # the one that counts
+        ("etl.load", "{'beatflow_task_run': 'success', 'extra': 1}"),  # not an outcome
+        ("etl.load", "None"),
+        ("etl.load", None),
+        ("etl.load", "{'beatflow_task_run': 'Success\\n'}"),  # not a state
+        ("proj.tasks.add", "{'beatflow_task_run': 'success'}"),  # a plain task's result
+        ("beat flow.x", "{'beatflow_task_run': 'success'}"),  # not a DAG task's name
+    ]
+    for i, (name, result) in enumerate(events):
+        h.handle({"type": "task-received", "uuid": f"u{i}", "name": name, "hostname": "w"})
+        h.handle({"type": "task-succeeded", "uuid": f"u{i}", "result": result, "hostname": "w"})
+    assert value(h, "beatflow_task_runs_total", dag="etl", task="load", state="success") == 1
+    samples = [
+        s
+        for metric in h.metrics.registry.collect()
+        for s in metric.samples
+        if s.name == "beatflow_task_runs_total" and s.value
+    ]
+    assert len(samples) == 1, samples
+    assert value(h, "celery_task_succeeded_total", name="etl.load", hostname="w",
+                 queue_name="default") == 5  # fmt: skip
