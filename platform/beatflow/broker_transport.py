@@ -64,10 +64,18 @@ class _Undone:
     refusing: bool = False
 
 
-# by broker URL: outlives the connection (and its channels) Celery replaces on reconnecting;
-# a forked pool process starts without it, or it would give the held messages back twice
+# by broker (host:port/db): outlives the connection (and its channels) Celery replaces on
+# reconnecting; a forked pool process starts without it, or it would give held messages back twice
 _UNDONE: dict[str, _Undone] = {}
 os.register_at_fork(after_in_child=_UNDONE.clear)
+
+
+def _broker_name(client: Any) -> str:
+    """host:port/db of a kombu Connection: which Redis, without the password."""
+    if client is None:
+        return "?"
+    db = str(client.virtual_host or "").strip("/") or "0"
+    return f"{client.hostname}:{client.port or 6379}/{db}"
 
 
 class QoS(kombu_redis.QoS):
@@ -102,6 +110,18 @@ class QoS(kombu_redis.QoS):
             self.channel.refused(exc)
         virtual.QoS.ack(self, delivery_tag)  # type: ignore[no-untyped-call]
 
+    def restore_unacked(self, client: Any = None) -> None:
+        """Closing the channel gives in-flight messages back; refused, that would stop the close
+        halfway (its clients left open). Their unacked records stay: the ack of a task that
+        finishes removes its record, the visibility timeout restores the rest."""
+        try:
+            super().restore_unacked(client)  # type: ignore[no-untyped-call]
+        except redis_errors.RedisError as exc:
+            if not is_refusal(exc):
+                raise
+            self.channel.refused(exc)
+            self._delivered.clear()
+
     def restore_visible(self, *args: Any, **kwargs: Any) -> None:
         try:
             self.channel.settle()  # every unacked_restore_interval: writes what waits
@@ -121,7 +141,7 @@ class Channel(kombu_redis.Channel):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)  # type: ignore[no-untyped-call]
         self._beatflow_client = self.connection.client  # the kombu Connection: URL, host, ssl
-        self._beatflow_broker = str(self._beatflow_client and self._beatflow_client.as_uri())
+        self._beatflow_broker = _broker_name(self._beatflow_client)
         undone = self.undone
         if not (undone.refusing or undone.held or undone.acks):
             return  # no refusal met: a channel as kombu makes it, no extra write
