@@ -25,6 +25,15 @@ def alive(worker: Proc) -> bool:
     return worker.popen is not None and worker.popen.poll() is None
 
 
+def unsettled(broker: redis.Redis, queue: str) -> int:
+    """Messages still queued, or delivered and not acked (kombu's unacked hash): a message
+    left there would come back after the visibility timeout."""
+    queued = sum(
+        int(broker.llen(k)) for k in broker.scan_iter(f"{queue}*") if broker.type(k) == b"list"
+    )
+    return queued + int(broker.hlen("unacked"))
+
+
 def test_a_worker_rides_out_redis_refusing_writes_while_a_dag_run_is_in_flight(
     tmp_path: Path, own_redis: OwnedRedis, postgres_url: str
 ) -> None:
@@ -57,10 +66,61 @@ def test_a_worker_rides_out_redis_refusing_writes_while_a_dag_run_is_in_flight(
             assert final.state == DagRunState.SUCCESS
             assert tasks["gated"].try_number == 1
             assert c.count(f"gated-{record.run_id}") == 1  # ran once
+        wait_for(
+            lambda: not unsettled(broker, c.env["BEATFLOW_QUEUES"]),
+            timeout=30,
+            message="every message acked",
+        )
         assert alive(worker) and worker.pid == pid, worker.log()[-3000:]
         log = worker.log()
         assert "Unrecoverable error" not in log
         assert "1 held message(s) given back to their queues, 1 ack(s) written" in log
         assert "not running it again" not in log  # neither message came back a second time
         assert "reconciler resumes" not in log  # nor needed the reconciler to finish
+        broker.close()
+
+
+def test_a_task_that_runs_through_the_refusal_finishes_once(
+    tmp_path: Path, own_redis: OwnedRedis, postgres_url: str
+) -> None:
+    with cluster(tmp_path, own_redis.url, postgres_url, workers=0) as c:
+        # two slots: "a" runs through the refusal, "b" finishes in it, "c" waits in the queue
+        worker = c.start_worker(concurrency=2)
+        pid = worker.pid
+        runs = [
+            trigger_dag(c.app, "t_gated", run_id=f"oom-{n}", conf={"hold": 90.0}) for n in "abc"
+        ]
+        wait_for(
+            lambda: c.count("gated-oom-a") == c.count("gated-oom-b") == 1,
+            timeout=60,
+            message="runs a and b to start",
+        )
+        broker = redis.Redis.from_url(own_redis.url)
+        broker.config_set("maxmemory-policy", "noeviction")
+        broker.config_set("maxmemory", 1)
+        try:
+            for n in "bc":
+                (c.marks / f"gate-oom-{n}").write_text("")
+            wait_for(
+                lambda: not alive(worker) or worker.log().count("Trying again in") >= 2,
+                timeout=60,
+                message="the worker to retry the broker twice",
+            )
+        finally:
+            broker.config_set("maxmemory", 0)
+        assert alive(worker) and worker.pid == pid, worker.log()[-3000:]
+        wait_for(lambda: c.count("gated-oom-c") == 1, timeout=60, message="run c's task")
+        (c.marks / "gate-oom-a").write_text("")  # "a" finishes after the refusal
+        for record in runs:
+            final, tasks = c.wait("t_gated", record.run_id, timeout=60)
+            assert final.state == DagRunState.SUCCESS
+            assert tasks["gated"].try_number == 1
+            assert c.count(f"gated-{record.run_id}") == 1
+        wait_for(
+            lambda: not unsettled(broker, c.env["BEATFLOW_QUEUES"]),
+            timeout=30,
+            message="every message acked",
+        )
+        assert alive(worker) and worker.pid == pid, worker.log()[-3000:]
+        assert "Unrecoverable error" not in worker.log()
         broker.close()
