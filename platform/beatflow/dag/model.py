@@ -4,6 +4,7 @@ nothing of Celery, Redis or SQL, so cycles and topology are plain unit tests."""
 from __future__ import annotations
 
 import difflib
+import functools
 import graphlib
 import heapq
 import inspect
@@ -108,9 +109,19 @@ class TaskSpec:
     @property
     def wants_context(self) -> bool:
         try:
-            return "ctx" in inspect.signature(self.fn).parameters
-        except (TypeError, ValueError):
-            return False
+            return _takes_ctx(self.fn)
+        except TypeError:  # an unhashable callable: look each time
+            return _takes_ctx.__wrapped__(self.fn)
+
+
+@functools.lru_cache(maxsize=4096)
+def _takes_ctx(fn: Callable[..., Any]) -> bool:
+    """Whether ``fn`` has a ``ctx`` parameter (read once per function: a signature costs more
+    than the rest of the node wrapper's Python work on a task run)."""
+    try:
+        return "ctx" in inspect.signature(fn).parameters
+    except (TypeError, ValueError):
+        return False
 
 
 def map_leaves(value: Any, fn: Callable[[Any], Any]) -> Any:
