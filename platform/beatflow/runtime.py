@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from celery import Celery
@@ -35,7 +35,7 @@ class Runtime:
         load_dags: Callable[[], DagBag],
         open_store: Callable[[], Store],
         make_leases: Callable[[Runtime], LeaseKeeper],
-        close_run: Callable[[Runtime, str, str], str] | None = None,
+        close_run: Callable[..., str] | None = None,
     ) -> None:
         self.app = app
         self.settings = settings
@@ -79,13 +79,14 @@ class Runtime:
                 self._leases = self._make_leases(self)
             return self._leases
 
-    def close_run(self, dag_id: str, run_id: str) -> str:
+    def close_run(self, dag_id: str, run_id: str, **known: Any) -> str:
         """Close a DAG run whose last task just ended (the root hands in runs.lifecycle's
         close_run): the node wrapper of a run's closing task calls it in process instead of a
-        separate ``beatflow.finish_run`` hop. Returns the run's state."""
+        separate ``beatflow.finish_run`` hop. ``known``: close_run's ``tasks`` and
+        ``on_closed``. Returns the run's state."""
         if self._close_run is None:
             raise RuntimeError("this Runtime was built without close_run")
-        return self._close_run(self, dag_id, run_id)
+        return self._close_run(self, dag_id, run_id, **known)
 
 
 def attach(app: Celery, runtime: Runtime) -> None:

@@ -9,9 +9,11 @@ result's repr, which ``parse_outcome`` reads back). The rarer outcomes, which Ce
 
 from __future__ import annotations
 
+import ast
 import logging
 import os
 import re
+from dataclasses import dataclass
 from typing import Any
 
 from celery import current_task
@@ -23,24 +25,73 @@ DUPLICATE_DELIVERY = "beatflow-duplicate-delivery"
 DAG_RUN_FINISHED = "beatflow-dag-run-finished"
 
 OUTCOME_KEY = "beatflow_task_run"
-# the repr of an ``outcome`` dict, as Celery's task-succeeded event carries it
-_OUTCOME_RE = re.compile(r"\{'" + OUTCOME_KEY + r"': '([a-z_]{1,32})'(, 'duplicate': True)?\}")
+_OUTCOME_PREFIX = "{'" + OUTCOME_KEY + "': "
+_OUTCOME_MAX_CHARS = 200  # an outcome's repr is shorter; anything longer is not one
+_STATE_RE = re.compile(r"[a-z_]{1,32}")
 
 
-def outcome(state: str, *, duplicate: bool = False) -> dict[str, Any]:
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """What a node task's task-succeeded event says (see ``outcome``)."""
+
+    state: str  # the task run's
+    duplicate: bool = False  # this delivery found the task run final and ran nothing
+    dag_run: str | None = None  # the run's final state, when this task closed its run
+    dag_run_seconds: float | None = None
+
+
+def outcome(
+    state: str,
+    *,
+    duplicate: bool = False,
+    dag_run: str | None = None,
+    dag_run_seconds: float | None = None,
+) -> dict[str, Any]:
     """A node task's return value: its task run's ``state`` (``duplicate``: this delivery found
-    the task run already final and ran nothing). Celery's task-succeeded event carries it."""
-    value = str(state)  # a StrEnum's value: its repr would not parse back
-    return {OUTCOME_KEY: value, "duplicate": True} if duplicate else {OUTCOME_KEY: value}
+    the task run already final and ran nothing; ``dag_run``: the run's final state when this
+    task closed it, with its duration). Celery's task-succeeded event carries its repr."""
+    value: dict[str, Any] = {OUTCOME_KEY: str(state)}  # a StrEnum's value, not its repr
+    if duplicate:
+        value["duplicate"] = True
+    if dag_run is not None:
+        value["dag_run"] = str(dag_run)
+        value["dag_run_seconds"] = dag_run_seconds
+    return value
 
 
-def parse_outcome(result: Any) -> tuple[str, bool] | None:
-    """(state, duplicate) from a task-succeeded event's ``result`` (the repr of an ``outcome``),
-    or None for any other result (a plain task's, an expansion's)."""
-    if not isinstance(result, str):
+def parse_outcome(result: Any) -> Outcome | None:
+    """The ``Outcome`` in a task-succeeded event's ``result`` (the repr of an ``outcome``), or
+    None for any other result (a plain task's, an expansion's)."""
+    if not isinstance(result, str) or len(result) > _OUTCOME_MAX_CHARS:
         return None
-    match = _OUTCOME_RE.fullmatch(result)
-    return None if match is None else (match.group(1), match.group(2) is not None)
+    if not result.startswith(_OUTCOME_PREFIX):
+        return None
+    try:
+        value = ast.literal_eval(result)  # literals only, and short: never code
+    except (ValueError, SyntaxError, MemoryError, RecursionError):
+        return None
+    if not isinstance(value, dict) or not set(value) <= _OUTCOME_FIELDS:
+        return None
+    state, dag_run, seconds = (
+        value.get(OUTCOME_KEY),
+        value.get("dag_run"),
+        value.get("dag_run_seconds"),
+    )
+    if not (isinstance(state, str) and _STATE_RE.fullmatch(state)):
+        return None
+    if dag_run is not None and not (isinstance(dag_run, str) and _STATE_RE.fullmatch(dag_run)):
+        return None
+    if seconds is not None and not (isinstance(seconds, int | float) and seconds >= 0):
+        seconds = None
+    return Outcome(
+        state=state,
+        duplicate=value.get("duplicate") is True,
+        dag_run=dag_run,
+        dag_run_seconds=None if seconds is None else float(seconds),
+    )
+
+
+_OUTCOME_FIELDS = frozenset({OUTCOME_KEY, "duplicate", "dag_run", "dag_run_seconds"})
 
 
 _dispatcher: Any = None

@@ -51,6 +51,9 @@ log = logging.getLogger(__name__)
 UPSTREAM_WAIT_SECONDS = 1.0
 # No sleep inside a worker slot lasts longer than this (in-process waits between write tries).
 MAX_SLEEP_SECONDS = 1.0
+# A closing task reads every task run of its run with its own when the run has at most this
+# many (then closing the run needs no read of its own).
+MAX_WHOLE_RUN_KEYS = 200
 
 
 class DeploySkewError(BeatflowError):
@@ -137,9 +140,10 @@ def run_node(
         map_index=index,
     ):
         result = None
+        closing = Closing() if closes else None
         try:
             dag, spec = resolve_task(runtime, dag_id, task_id)
-            result = _run(runtime, task, dag, spec, run_id, index)
+            result = _run(runtime, task, dag, spec, run_id, index, closing)
         except StoreUnavailableError as exc:
             delay = store_retry_delay(task.request.retries)
             log.warning("results database unavailable (%s); retrying in %.1fs", exc, delay)
@@ -152,18 +156,60 @@ def run_node(
             if closes:
                 close_here(runtime, task, dag_id, run_id)
             record_final_failure(task, exc)
-        if closes:
-            close_here(runtime, task, dag_id, run_id)
+        if closing is not None:
+            return close_here(runtime, task, dag_id, run_id, closing, result)
         return result
 
 
-def close_here(runtime: Runtime, task: CeleryTask, dag_id: str, run_id: str) -> None:
-    """Close the DAG run from its closing task, in process. When the results database blipped,
-    send ``beatflow.finish_run`` instead (Celery retries it); when even that cannot be sent, or
-    anything else went wrong, the reconciler closes the run (its task runs are final)."""
+@dataclass(slots=True)
+class Closing:
+    """What a run's closing task learns on its way that closing the run can use: every task
+    run of the run (``rows``, read with its own; set when the read covered the whole run) and
+    its own row once final (``own``)."""
+
+    rows: list[TaskRunRecord] | None = None
+    own: TaskRunRecord | None = None
+
+    def tasks(self) -> list[TaskRunRecord] | None:
+        """Every task run of the run as it stands, when known without reading."""
+        if self.rows is None or self.own is None:
+            return None
+        own = self.own
+        others = [t for t in self.rows if (t.task_id, t.map_index) != (own.task_id, own.map_index)]
+        return [*others, own]
+
+
+def close_here(
+    runtime: Runtime,
+    task: CeleryTask,
+    dag_id: str,
+    run_id: str,
+    closing: Closing | None = None,
+    result: dict[str, Any] | None = None,
+) -> dict[str, Any] | None:
+    """Close the DAG run from its closing task, in process; returns ``result`` (the task's
+    outcome) with the run's final state added when this call ended the run (Celery's
+    task-succeeded event carries both; without a ``result`` the DAG-run event is sent). When
+    the results database blipped, send ``beatflow.finish_run`` instead (Celery retries it);
+    when even that cannot be sent, or anything else went wrong, the reconciler closes the run
+    (its task runs are final)."""
+    closed: list[DagRunRecord] = []
     try:
-        runtime.close_run(dag_id, run_id)
-        return
+        runtime.close_run(
+            dag_id,
+            run_id,
+            tasks=closing.tasks() if closing is not None else None,
+            on_closed=closed.append if result is not None else None,
+        )
+        if closed and result is not None:
+            run = closed[0]
+            return events.outcome(
+                result[events.OUTCOME_KEY],
+                duplicate=bool(result.get("duplicate")),
+                dag_run=run.state,
+                dag_run_seconds=run.duration_seconds,
+            )
+        return result
     except StoreUnavailableError as exc:
         log.warning(
             "could not close DAG run %s/%s in its closing task (%s); sending %s",
@@ -174,11 +220,12 @@ def close_here(runtime: Runtime, task: CeleryTask, dag_id: str, run_id: str) -> 
         )
     except Exception:
         log.exception("could not close DAG run %s/%s; the reconciler closes it", dag_id, run_id)
-        return
+        return result
     try:
         task.app.send_task(FINISH_TASK, args=(dag_id, run_id), ignore_result=True)
     except Exception:
         log.exception("could not send %s for %s/%s", FINISH_TASK, dag_id, run_id)
+    return result
 
 
 def record_final_failure(task: CeleryTask, exc: BaseException) -> None:
@@ -264,35 +311,64 @@ def _mapped_upstream(dag: DAG, spec: TaskSpec) -> set[str]:
 
 
 def _read(
-    store: Store, task: CeleryTask, dag: DAG, spec: TaskSpec, run_id: str, index: int
+    store: Store,
+    task: CeleryTask,
+    dag: DAG,
+    spec: TaskSpec,
+    run_id: str,
+    index: int,
+    closing: Closing | None,
 ) -> tuple[DagRunRecord | None, list[TaskRunRecord], Claim | None]:
     """The DAG run, the rows this task needs, and the claim when the read could make it."""
     # One statement reads the run and the rows this task needs: its upstream's and its own (a
     # mapped instance never reads its siblings; a 10,000-wide fan-in reads its run once). When
-    # the rows make the claim certain, the same statement claims (see _claims_when_ready).
+    # the rows make the claim certain, the same statement claims (see _claims_when_ready). A
+    # closing task reads every task run of a small run with them, to close it without a read.
     keys = _row_keys(dag, spec, run_id, index)
+    also = _whole_run_keys(dag, run_id) if closing is not None and keys is not None else None
+    claim = None
     if keys is not None and _claims_when_ready(spec.trigger_rule, len(spec.upstream)):
-        return store.read_and_claim(
+        run, rows, claim = store.read_and_claim(
             dag.dag_id,
             run_id,
             spec.task_id,
             index,
             keys[0],
             keys[1:],
+            also=also or (),
             worker=task.request.hostname,
             celery_task_id=task.request.id,
         )
-    run, rows = store.read_for_task(
-        dag.dag_id, run_id, spec.task_id, index, spec.upstream, keys=keys
-    )
-    return run, rows, None
+    else:
+        wanted = keys if keys is None or also is None else sorted({*keys, *also})
+        run, rows = store.read_for_task(
+            dag.dag_id, run_id, spec.task_id, index, spec.upstream, keys=wanted
+        )
+    if closing is not None and also is not None:
+        closing.rows = rows
+    return run, rows, claim
+
+
+def _whole_run_keys(dag: DAG, run_id: str) -> list[str] | None:
+    """Every task run's dedupe key of a run of ``dag``, when they are knowable before reading
+    (default keys, no .map()) and few enough to bind; None otherwise."""
+    specs = dag.tasks.values()
+    if len(dag.tasks) > MAX_WHOLE_RUN_KEYS or any(s.map_over or s.dedupe_key for s in specs):
+        return None
+    return [default_dedupe_key(dag.dag_id, run_id, task_id) for task_id in dag.tasks]
 
 
 def _run(
-    runtime: Runtime, task: CeleryTask, dag: DAG, spec: TaskSpec, run_id: str, index: int
+    runtime: Runtime,
+    task: CeleryTask,
+    dag: DAG,
+    spec: TaskSpec,
+    run_id: str,
+    index: int,
+    closing: Closing | None = None,
 ) -> dict[str, Any] | None:
     store = runtime.store
-    run, rows, claim = _read(store, task, dag, spec, run_id, index)
+    run, rows, claim = _read(store, task, dag, spec, run_id, index, closing)
     if run is None:
         log.error("no DAG run %s/%s in the results database; message dropped", dag.dag_id, run_id)
         return None
@@ -374,7 +450,16 @@ def _run(
     if decision.action is Action.EXPAND:
         _expand(attempt)
         return None
-    return _execute(attempt, rows)
+    return _ran(closing, claim.record, _execute(attempt, rows))
+
+
+def _ran(
+    closing: Closing | None, record: TaskRunRecord, result: dict[str, Any] | None
+) -> dict[str, Any] | None:
+    """Note a closing task's own final row (its claim's, in the state it ended in)."""
+    if closing is not None and result is not None:
+        closing.own = dataclasses.replace(record, state=result[events.OUTCOME_KEY])
+    return result
 
 
 def _done(

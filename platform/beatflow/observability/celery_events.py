@@ -114,11 +114,9 @@ class EventHandler:
                 dag=_s(event.get("dag_id")), action=_s(event.get("action"))
             ).inc()
         elif kind == beatflow_events.DAG_RUN_FINISHED:
-            dag = _s(event.get("dag_id"))
-            m.dag_runs.labels(dag=dag, state=_s(event.get("state"))).inc()
-            duration = event.get("duration")
-            if isinstance(duration, int | float) and duration >= 0:
-                m.dag_run_duration.labels(dag=dag).observe(float(duration))
+            self._dag_run_finished(
+                _s(event.get("dag_id")), _s(event.get("state")), event.get("duration")
+            )
 
     def _task_event(self, kind: str, event: Mapping[str, Any]) -> None:
         counter = self.metrics.task_events.get(kind)
@@ -146,11 +144,18 @@ class EventHandler:
         node = split_task_name(name)
         if parsed is None or node is None:
             return
-        (state, duplicate), (dag, task) = parsed, node
-        if duplicate:
+        dag, task = node
+        if parsed.duplicate:
             self.metrics.duplicate_deliveries.labels(dag=dag, task=task).inc()
         else:
-            self.metrics.task_runs.labels(dag=dag, task=task, state=state).inc()
+            self.metrics.task_runs.labels(dag=dag, task=task, state=parsed.state).inc()
+        if parsed.dag_run is not None:  # this task closed its run
+            self._dag_run_finished(dag, parsed.dag_run, parsed.dag_run_seconds)
+
+    def _dag_run_finished(self, dag: str, state: str, duration: Any) -> None:
+        self.metrics.dag_runs.labels(dag=dag, state=state).inc()
+        if isinstance(duration, int | float) and duration >= 0:
+            self.metrics.dag_run_duration.labels(dag=dag).observe(float(duration))
 
     def _track(self, kind: str, uuid: str, event: Mapping[str, Any]) -> _TaskInfo:
         with self._lock:

@@ -4,7 +4,7 @@ respecting max_active_runs), close (final state, next queued run). Following a r
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
@@ -189,17 +189,30 @@ def send_run(runtime: Runtime, dag_id: str, run_id: str) -> None:
         raise BrokerUnavailableError(dag_id, run_id, cause) from exc
 
 
-def close_run(runtime: Runtime, dag_id: str, run_id: str) -> str:
+def close_run(
+    runtime: Runtime,
+    dag_id: str,
+    run_id: str,
+    *,
+    tasks: Sequence[TaskRunRecord] | None = None,
+    on_closed: Callable[[DagRunRecord], None] | None = None,
+) -> str:
     """The canvas's last step (and the reconciler's): set the DAG run's final state once every
     task of it has a final row, then start waiting runs. A run that is not final yet is left
-    running (the reconciler resumes it if its canvas is gone); returns the run's state."""
+    running (the reconciler resumes it if its canvas is gone); returns the run's state.
+
+    ``tasks``: every task run of the run as the caller (the closing task) already holds them;
+    they are read afresh when they do not make the run final. ``on_closed``: called with the
+    run this call ended instead of sending the DAG-run event (the closing task reports it in
+    its own task-succeeded event)."""
     store = runtime.store
-    tasks = store.get_task_runs(dag_id, run_id)
     try:
         dag = runtime.dag(dag_id)
     except BeatflowError:
         dag = None
-    state = run_outcome(dag, tasks)
+    state = run_outcome(dag, tasks) if tasks is not None else None
+    if state is None:
+        state = run_outcome(dag, store.get_task_runs(dag_id, run_id))
     if state is None:
         log.info(
             "DAG run %s/%s not closed: some of its tasks are not final",
@@ -226,7 +239,10 @@ def close_run(runtime: Runtime, dag_id: str, run_id: str) -> str:
         record.duration_seconds or 0.0,
         extra={"dag_id": dag_id, "run_id": run_id},
     )
-    events.dag_run_finished(dag_id, record.state, record.duration_seconds)
+    if on_closed is not None:
+        on_closed(record)
+    else:
+        events.dag_run_finished(dag_id, record.state, record.duration_seconds)
     if dag is None:
         return record.state
     if record.state == "failed" and dag.on_failure is not None:

@@ -69,9 +69,9 @@ def _node_read(filtered: bool, by_key: bool = False) -> sa.Select[Any]:
 @functools.cache
 def _read_and_claim_pg() -> sa.Select[Any]:
     """PostgreSQL: read the run and the rows of ``p_keys``, and insert the claim of
-    ``p_dedupe_key`` (try 1, a fresh lease) when the run is active, ``p_ready`` of the other
-    keys' rows are this run's and succeeded, and the own key has no row; one statement. The
-    rows come back with ``t_claimed`` true for the inserted claim."""
+    ``p_dedupe_key`` (try 1, a fresh lease) when the run is active, all ``p_ready`` rows of
+    ``p_ready_keys`` (the upstream's) are this run's and succeeded, and the own key has no row;
+    one statement. The rows come back with ``t_claimed`` true for the inserted claim."""
     r, t = dag_runs.c, task_runs.c
     own = sa.bindparam("p_dedupe_key", type_=sa.String())
     dag_id = sa.bindparam("p_dag_id", type_=sa.String())
@@ -83,7 +83,7 @@ def _read_and_claim_pg() -> sa.Select[Any]:
         sa.select(sa.func.count())
         .select_from(up_cte)
         .where(
-            up_cte.c.dedupe_key != own,
+            up_cte.c.dedupe_key.in_(sa.bindparam("p_ready_keys", expanding=True)),
             up_cte.c.dag_id == dag_id,
             up_cte.c.run_id == run_id,
             up_cte.c.state == TASK_SUCCESS,
@@ -149,6 +149,7 @@ class HotPathMixin(StoreBase):
         dedupe_key: str,
         upstream_keys: Sequence[str],
         *,
+        also: Sequence[str] = (),
         worker: str | None = None,
         celery_task_id: str | None = None,
     ) -> tuple[DagRunRecord | None, list[TaskRunRecord], Claim | None]:
@@ -157,8 +158,10 @@ class HotPathMixin(StoreBase):
         the run is active, every upstream row is there and succeeded, and the task has no row
         yet. The claim is then ``run`` at try 1, exactly what ``claim_task_run`` would have
         given; otherwise it is None and nothing was written (decide and claim as usual). For a
-        task whose trigger rule runs when all its upstream succeeded, with default keys."""
-        keys = sorted({dedupe_key, *upstream_keys})
+        task whose trigger rule runs when all its upstream succeeded, with default keys.
+        ``also``: more rows of the run to read (their states do not count for the claim)."""
+        ready_keys = sorted(set(upstream_keys) - {dedupe_key})
+        keys = sorted({dedupe_key, *upstream_keys, *also})
         now = utcnow()
         token = uuid.uuid4().hex
         params: dict[str, Any] = {
@@ -172,7 +175,8 @@ class HotPathMixin(StoreBase):
             "p_celery_task_id": celery_task_id,
             "p_lease_token": token,
             "p_started_at": now,
-            "p_ready": len(set(upstream_keys) - {dedupe_key}),
+            "p_ready_keys": ready_keys,
+            "p_ready": len(ready_keys),
             "p_lease_seconds": self.lease_seconds,
         }
         action = f"reading and claiming task {task_id!r} of DAG run {dag_id}/{run_id}"
@@ -209,10 +213,11 @@ class HotPathMixin(StoreBase):
                 return cast(list[sa.RowMapping], rows)
             own = params["p_dedupe_key"]
             found = {r["t_dedupe_key"]: r for r in rows if r["t_dedupe_key"]}
+            wanted = set(params["p_ready_keys"])
             ready = [
                 r
                 for key, r in found.items()
-                if key != own
+                if key in wanted
                 and r["t_state"] == TASK_SUCCESS
                 and (r["t_dag_id"], r["t_run_id"]) == (params["p_dag_id"], params["p_run_id"])
             ]

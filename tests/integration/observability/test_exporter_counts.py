@@ -196,6 +196,11 @@ def test_a_redelivered_task_counts_as_a_duplicate_and_not_as_a_second_task_run(
     six = start.total("beatflow_task_runs_total", dag="t_chain") + 6  # its six task runs
     before = observed.wait_metric("beatflow_task_runs_total", six, dag="t_chain", state="success")
     assert before.total("beatflow_task_runs_total", dag="t_chain") == six
+    # its closing task (join) closed the run and said so in the same event
+    ran = start.total("beatflow_dag_runs_total", dag="t_chain", state="success") + 1
+    before = observed.wait_metric("beatflow_dag_runs_total", ran, dag="t_chain", state="success")
+    timed = start.total("beatflow_dag_run_duration_seconds_count", dag="t_chain") + 1
+    assert before.total("beatflow_dag_run_duration_seconds_count", dag="t_chain") == timed
     name = "t_chain.numbers"
     observed.app.send_task(name, args=(run.run_id,), queue=observed.settings.default_queue)
     dups = before.total("beatflow_duplicate_deliveries_total", dag="t_chain", task="numbers")

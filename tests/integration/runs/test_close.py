@@ -85,3 +85,33 @@ def test_a_run_with_a_task_missing_running_or_up_for_retry_is_not_closed_until_a
     record = store.get_dag_run("t_chord", "partial")
     assert record is not None and record.state == DagRunState.SUCCESS
     assert record.ended_at is not None
+
+
+def test_a_closing_task_closes_with_the_rows_it_holds_and_reads_afresh_when_they_are_stale(
+    app: Celery,
+) -> None:
+    runtime = runtime_of(app)
+    store = runtime.store
+    store.create_dag_run("t_chord", "held")
+    store.mark_dag_run_running("t_chord", "held")
+    for task_id in ("p1", "p2", "join"):
+        _finish(runtime, "held", task_id, _claim(runtime, "held", task_id), "success")
+    stale = store.get_task_runs("t_chord", "held")  # tail has no row in this copy
+    _finish(runtime, "held", "tail", _claim(runtime, "held", "tail"), "success")
+    closed: list[object] = []
+    # the copy says "not final": the rows are read again, and the run closes all the same
+    assert close_run(runtime, "t_chord", "held", tasks=stale, on_closed=closed.append) == (
+        DagRunState.SUCCESS
+    )
+    assert [getattr(r, "state", None) for r in closed] == [DagRunState.SUCCESS]
+
+    # a complete copy is trusted: a failed row in it fails the run (the database says success)
+    store.create_dag_run("t_chord", "trusted")
+    store.mark_dag_run_running("t_chord", "trusted")
+    for task_id in ("p1", "p2", "join", "tail"):
+        _finish(runtime, "trusted", task_id, _claim(runtime, "trusted", task_id), "success")
+    rows = store.get_task_runs("t_chord", "trusted")
+    import dataclasses
+
+    copy = [dataclasses.replace(t, state="failed") if t.task_id == "tail" else t for t in rows]
+    assert close_run(runtime, "t_chord", "trusted", tasks=copy) == DagRunState.FAILED

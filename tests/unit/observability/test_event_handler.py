@@ -172,6 +172,9 @@ def test_only_a_dag_tasks_outcome_result_counts_as_a_task_run() -> None:
         ("etl.load", "{'beatflow_task_run': 'Success\\n'}"),  # not a state
         ("proj.tasks.add", "{'beatflow_task_run': 'success'}"),  # a plain task's result
         ("beat flow.x", "{'beatflow_task_run': 'success'}"),  # not a DAG task's name
+        ("etl.load", "{'beatflow_task_run': 'success', 'dag_run': 'DROP TABLE'}"),
+        ("etl.load", "{'beatflow_task_run': __import__('os').getpid()}"),  # never evaluated
+        ("etl.load", "{'beatflow_task_run': 'success', 'x': " + "[" * 5000 + "]" * 5000 + "}"),
     ]
     for i, (name, result) in enumerate(events):
         h.handle({"type": "task-received", "uuid": f"u{i}", "name": name, "hostname": "w"})
@@ -185,4 +188,17 @@ def test_only_a_dag_tasks_outcome_result_counts_as_a_task_run() -> None:
     ]
     assert len(samples) == 1, samples
     assert value(h, "celery_task_succeeded_total", name="etl.load", hostname="w",
-                 queue_name="default") == 5  # fmt: skip
+                 queue_name="default") == 8  # fmt: skip
+
+
+def test_a_closing_tasks_outcome_counts_its_dag_run_too() -> None:
+    h = _handler()
+    h.know_dags([("etl", ["load"])])
+    closed = outcome("success", dag_run="failed", dag_run_seconds=12.5)
+    h.handle({"type": "task-received", "uuid": "u1", "name": "etl.load", "hostname": "w"})
+    h.handle({"type": "task-succeeded", "uuid": "u1", "result": repr(closed), "hostname": "w"})
+    assert value(h, "beatflow_task_runs_total", dag="etl", task="load", state="success") == 1
+    assert value(h, "beatflow_dag_runs_total", dag="etl", state="failed") == 1
+    assert value(h, "beatflow_dag_run_duration_seconds_count", dag="etl") == 1
+    assert value(h, "beatflow_dag_run_duration_seconds_bucket", dag="etl", le="30.0") == 1
+    assert value(h, "beatflow_dag_run_duration_seconds_bucket", dag="etl", le="5.0") == 0
