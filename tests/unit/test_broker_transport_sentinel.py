@@ -13,6 +13,7 @@ from kombu.transport import redis as kombu_redis
 from redis import exceptions as e
 
 from beatflow import broker_transport as bt
+from beatflow.app import create_app
 from beatflow.settings import Settings
 
 URL = "sentinel://:pw@10.0.0.1:26379,10.0.0.2:26380/2?master_name=main&sentinel_password=sp"
@@ -63,7 +64,9 @@ def test_a_sentinel_broker_url_from_a_file_keeps_its_master_name_and_passwords(
     secret.write_text(URL + "\n")
     config = Settings.from_env({"BEATFLOW_BROKER_URL_FILE": str(secret)}).celery_config()
     assert config["broker_transport"] == "beatflow.broker_transport:SentinelTransport"
-    assert config["broker_url"] == "sentinel://:pw@10.0.0.1:26379;sentinel://:pw@10.0.0.2:26380/2"
+    assert config["broker_url"] == (
+        "sentinel://:pw@10.0.0.1:26379/2;sentinel://:pw@10.0.0.2:26380/2"
+    )  # the database on every Sentinel: kombu and Celery's backend read the first one's
     options = config["broker_transport_options"]
     assert options["master_name"] == "main"
     assert options["sentinel_kwargs"] == {"password": "sp"}
@@ -96,7 +99,8 @@ def test_the_sentinel_channel_finds_the_master_with_the_urls_names_and_passwords
     sentinels = [s.connection_pool.connection_kwargs for s in manager.sentinels]
     assert [(s["host"], s["port"]) for s in sentinels] == [("10.0.0.1", 26379), ("10.0.0.2", 26380)]
     assert {s["password"] for s in sentinels} == {"sp"}  # the Sentinels' own
-    assert channel.broker_name().startswith("main (Sentinel 10.0.0.1:26379/")
+    assert pool.connection_kwargs["db"] == 2  # the URL's database, not the first Sentinel's 0
+    assert channel.broker_name() == "main (Sentinel 10.0.0.1:26379/2)"
 
 
 def test_the_sentinel_channel_builds_a_client_after_its_transport_let_the_connection_go(
@@ -109,3 +113,12 @@ def test_the_sentinel_channel_builds_a_client_after_its_transport_let_the_connec
     pool = channel._sentinel_managed_pool()
     assert pool.service_name == "main"
     assert transport.client is None  # put back only for building that client
+
+
+def test_the_result_backend_on_a_sentinel_url_uses_its_database_and_password() -> None:
+    app = create_app(Settings(broker_url=URL))
+    try:
+        assert app.backend.connparams["db"] == 2
+        assert app.backend.connparams["password"] == "pw"
+    finally:
+        app.close()
