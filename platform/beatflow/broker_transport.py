@@ -15,7 +15,8 @@ Celery reconnects with its own backoff; while refusals last, a new channel is ma
 Redis takes a write again.
 A message taken off a queue whose unacked record Redis refused is held here and given back to
 its queue, an ack Redis refused is written later, both once Redis takes writes again.
-Settings point Celery at this transport (``broker_transport``) for redis:// and rediss://."""
+Settings point Celery at this transport (``broker_transport``) for redis:// and rediss://, and at
+its Sentinel variant (the same repairs on kombu's SentinelChannel) for sentinel:// brokers."""
 
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ import contextlib
 import logging
 import os
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -70,12 +72,12 @@ _UNDONE: dict[str, _Undone] = {}
 os.register_at_fork(after_in_child=_UNDONE.clear)
 
 
-def _broker_name(client: Any) -> str:
-    """host:port/db of a kombu Connection: which Redis, without the password."""
+def _broker_name(client: Any, default_port: int = 6379) -> str:
+    """host:port/db of a kombu Connection: which Redis (or first Sentinel), no password."""
     if client is None:
         return "?"
     db = str(client.virtual_host or "").strip("/") or "0"
-    return f"{client.hostname}:{client.port or 6379}/{db}"
+    return f"{client.hostname}:{client.port or default_port}/{db}"
 
 
 class QoS(kombu_redis.QoS):
@@ -141,7 +143,7 @@ class Channel(kombu_redis.Channel):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)  # type: ignore[no-untyped-call]
         self._beatflow_client = self.connection.client  # the kombu Connection: URL, host, ssl
-        self._beatflow_broker = _broker_name(self._beatflow_client)
+        self._beatflow_broker = self.broker_name()
         undone = self.undone
         if not (undone.refusing or undone.held or undone.acks):
             return  # no refusal met: a channel as kombu makes it, no extra write
@@ -156,6 +158,10 @@ class Channel(kombu_redis.Channel):
                 self.close()  # type: ignore[no-untyped-call]
             # raised while connecting: kombu's ensure_connection retries it with backoff
             raise self.refused(exc) from exc
+
+    def broker_name(self) -> str:
+        """Which broker, in logs and as the key of what refusals left undone."""
+        return _broker_name(self._beatflow_client)
 
     @property
     def undone(self) -> _Undone:
@@ -212,15 +218,22 @@ class Channel(kombu_redis.Channel):
             undone.refusing = False
             logger.warning("broker Redis %s takes writes again", self._beatflow_broker)
 
-    def _connparams(self, asynchronous: bool = False) -> Any:
+    @contextlib.contextmanager
+    def _transport_client(self) -> Iterator[None]:
+        """The transport's Connection put back for building one client, if it let it go."""
         transport = self.connection
         if transport.client is not None or self._beatflow_client is None:
-            return super()._connparams(asynchronous=asynchronous)  # type: ignore[no-untyped-call]
-        transport.client = self._beatflow_client  # only for the parameters of this client
+            yield
+            return
+        transport.client = self._beatflow_client
         try:
-            return super()._connparams(asynchronous=asynchronous)  # type: ignore[no-untyped-call]
+            yield
         finally:
             transport.client = None
+
+    def _connparams(self, asynchronous: bool = False) -> Any:
+        with self._transport_client():
+            return super()._connparams(asynchronous=asynchronous)  # type: ignore[no-untyped-call]
 
 
 class Transport(kombu_redis.Transport):
@@ -233,3 +246,23 @@ class Transport(kombu_redis.Transport):
         WritesRefusedError,
         *_REFUSED_CLASSES,
     )
+
+
+class SentinelChannel(Channel, kombu_redis.SentinelChannel):
+    """:class:`Channel` on kombu's SentinelChannel: the master found through Sentinel (master
+    name, sentinel_kwargs from the transport options), with the same repairs."""
+
+    def broker_name(self) -> str:
+        sentinel = _broker_name(self._beatflow_client, kombu_redis.SentinelTransport.default_port)
+        return f"{getattr(self, 'master_name', '?')} (Sentinel {sentinel})"
+
+    def _sentinel_managed_pool(self, asynchronous: bool = False) -> Any:
+        with self._transport_client():  # it reads the Sentinels' list off the Connection
+            return super()._sentinel_managed_pool(asynchronous)  # type: ignore[no-untyped-call]
+
+
+class SentinelTransport(Transport, kombu_redis.SentinelTransport):
+    """kombu's Sentinel transport with :class:`SentinelChannel` and the connection errors of
+    :class:`Transport`."""
+
+    Channel = SentinelChannel

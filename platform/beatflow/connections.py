@@ -150,15 +150,15 @@ def redis_client(
 
 
 def kombu_url(url: str) -> str:
-    """The URL Celery/kombu should get: Sentinel as kombu's ``sentinel://h1;sentinel://h2/db``
+    """The URL Celery/kombu should get: Sentinel as kombu's ``sentinel://h1/db;sentinel://h2/db``
     list (the master name goes in the transport options), ``rediss://`` with ssl_cert_reqs."""
     ep = parse(url)
     if ep.sentinel:
         auth = ""
         if ep.password is not None:
             auth = f"{quote(ep.username or '', safe='')}:{quote(ep.password, safe='')}@"
-        hosts = ";".join(f"sentinel://{auth}{h}:{p}" for h, p in ep.hosts)
-        return f"{hosts}/{ep.db}"
+        # the database on every Sentinel: kombu and Celery's Sentinel backend read the first's
+        return ";".join(f"sentinel://{auth}{h}:{p}/{ep.db}" for h, p in ep.hosts)
     if ep.tls:
         split = urlsplit(url)
         query = dict(parse_qsl(split.query))

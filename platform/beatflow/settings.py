@@ -267,12 +267,9 @@ class Settings:
             "broker_url": connections.kombu_url(self.broker_url),
             "result_backend": connections.kombu_url(self.effective_result_backend_url),
             "broker_use_ssl": connections.ssl_options(self.broker_url),
-            # kombu's Redis transport, repaired so a worker survives its Redis restarting
-            "broker_transport": (
-                "beatflow.broker_transport:Transport"
-                if urlsplit(self.broker_url).scheme in ("redis", "rediss")
-                else None
-            ),
+            # kombu's Redis (or Sentinel) transport, repaired so a worker survives its Redis
+            # restarting or refusing writes for a while
+            "broker_transport": _BROKER_TRANSPORTS.get(urlsplit(self.broker_url).scheme),
             "redis_backend_use_ssl": connections.ssl_options(self.effective_result_backend_url),
             "broker_transport_options": {
                 **transport,
@@ -325,6 +322,13 @@ class Settings:
 
 
 PUBLISH_RETRY = {"max_retries": 3, "interval_start": 0, "interval_step": 0.5, "interval_max": 1}
+# beatflow's broker transport by broker URL scheme; unix:// keeps kombu's own
+_BROKER_TRANSPORTS = {
+    "redis": "beatflow.broker_transport:Transport",
+    "rediss": "beatflow.broker_transport:Transport",
+    "sentinel": "beatflow.broker_transport:SentinelTransport",
+    "redis-sentinel": "beatflow.broker_transport:SentinelTransport",
+}
 # secrets that may also come from a file named by <VAR>_FILE (Docker/Kubernetes secrets); the
 # URLs are here because they carry the Redis and PostgreSQL passwords
 FILE_SETTINGS = frozenset(

@@ -6,8 +6,6 @@ thread reaches Redis through Sentinel too: it takes its lease and runs its passe
 
 from __future__ import annotations
 
-import shutil
-import subprocess
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -19,74 +17,19 @@ from beatflow.runs.reconciler import LEASE_KEY
 from tests.integration.scheduler.beatcluster import beat_cluster
 from tests.integration.scheduler.test_beat_replicas import assert_every_tick_once
 from tests.procs import wait_for
-from tests.services._base import free_port
+from tests.services._base import ServiceError
+from tests.services.sentinel_set import MASTER, master_port, start_sentinel_set
 
 pytestmark = pytest.mark.slow
-MASTER = "bfmaster"
-
-
-def _server(tmp: Path, name: str, *args: str) -> subprocess.Popen[bytes]:
-    log = (tmp / f"{name}.log").open("wb")
-    return subprocess.Popen(["redis-server", *args], cwd=tmp, stdout=log, stderr=subprocess.STDOUT)
 
 
 @pytest.fixture
 def sentinel_set(tmp_path: Path) -> Iterator[tuple[str, redis.Redis, list[int]]]:
-    if shutil.which("redis-server") is None:
-        pytest.skip("no redis-server on PATH (apt-get install redis-server redis-sentinel)")
-    ports = [free_port(), free_port()]
-    sport = free_port()
-    common = ["--save", "", "--appendonly", "no", "--bind", "127.0.0.1"]
-    procs = [
-        _server(tmp_path, "master", "--port", str(ports[0]), *common),
-        _server(
-            tmp_path,
-            "replica",
-            "--port",
-            str(ports[1]),
-            "--replicaof",
-            "127.0.0.1",
-            str(ports[0]),
-            *common,
-        ),
-    ]
-    conf = tmp_path / "sentinel.conf"
-    conf.write_text(
-        f"port {sport}\nbind 127.0.0.1\n"
-        f"sentinel monitor {MASTER} 127.0.0.1 {ports[0]} 1\n"
-        f"sentinel down-after-milliseconds {MASTER} 2000\n"
-        f"sentinel failover-timeout {MASTER} 10000\n"
-    )
-    procs.append(_server(tmp_path, "sentinel", str(conf), "--sentinel"))
-    sentinel = redis.Redis(port=sport, decode_responses=True, socket_timeout=5)
     try:
-        wait_for(
-            lambda: _replicas_ok(sentinel),
-            timeout=60,
-            message="the Sentinel to see the master and its replica in sync",
-        )
-        yield f"sentinel://127.0.0.1:{sport}/0?master_name={MASTER}", sentinel, ports
-    finally:
-        sentinel.close()
-        for proc in procs:
-            proc.terminate()
-        for proc in procs:
-            proc.wait(30)
-
-
-def _replicas_ok(sentinel: redis.Redis) -> bool:
-    try:
-        replicas = sentinel.execute_command("SENTINEL", "REPLICAS", MASTER)
-    except redis.RedisError:
-        return False
-    return any(
-        "slave" in str(r.get("flags")) and r.get("master-link-status") == "ok" for r in replicas
-    )
-
-
-def master_port(sentinel: redis.Redis) -> int:
-    _, port = sentinel.execute_command("SENTINEL", "GET-MASTER-ADDR-BY-NAME", MASTER)
-    return int(port)
+        with start_sentinel_set(tmp_path / "sentinel") as sset:
+            yield sset.url, sset.sentinel, sset.ports
+    except ServiceError as exc:
+        pytest.skip(str(exc))
 
 
 def test_the_beat_and_a_worker_carry_on_across_a_sentinel_failover(

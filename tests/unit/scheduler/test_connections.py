@@ -27,7 +27,7 @@ def test_a_sentinel_url_names_every_sentinel_the_master_and_both_passwords() -> 
 
 def test_celery_kombu_and_redbeat_get_the_sentinel_pieces() -> None:
     config = Settings(broker_url=SENTINEL).celery_config()
-    assert config["broker_url"] == "sentinel://:pw@10.0.0.1:26379;sentinel://:pw@10.0.0.2:26380/2"
+    assert config["broker_url"] == "sentinel://:pw@10.0.0.1:26379/2;sentinel://:pw@10.0.0.2:26380/2"
     assert config["broker_transport_options"]["master_name"] == "main"
     assert config["broker_transport_options"]["sentinel_kwargs"] == {"password": "sp"}
     assert config["result_backend_transport_options"]["master_name"] == "main"
