@@ -403,9 +403,6 @@ def _http_url(raw: str) -> str:
     return value
 
 
-PUBLISH_RETRY = {"max_retries": 3, "interval_start": 0, "interval_step": 0.5, "interval_max": 1}
-
-
 def _is_redis_url(url: str) -> bool:
     """Whether ``url``'s scheme is one beatflow.connections reads (the one list of them)."""
     from beatflow.connections import SCHEMES  # lazy, as in celery_config
