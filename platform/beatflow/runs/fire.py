@@ -12,7 +12,9 @@ those runs. A worker that has not loaded the DAG retries later; the run waits qu
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from datetime import UTC, datetime
+from functools import partial
 from typing import TYPE_CHECKING
 
 from celery import Celery
@@ -117,26 +119,10 @@ def fire_batch(task: CeleryTask, fires: list[list[str]], leader_epoch: int) -> i
             newest,
         )
         return 0
-    unknown: list[list[str]] = []
-    dispatched = 0
-    for dag_id in dict.fromkeys(f[0] for f in fires):
-        mine = [f for f in fires if f[0] == dag_id]
-        try:
-            fire_dag(runtime, dag_id, mine, int(leader_epoch))
-            dispatched += 1
-        except DagNotFoundError:
-            unknown += mine
-        except StaleLeaderError as exc:
-            log.warning("fire of DAG %s refused: %s", dag_id, exc, extra={"dag_id": dag_id})
-        except StoreUnavailableError:
-            unknown += mine  # retried below like an unknown DAG; fires are idempotent
-        except Exception:  # one DAG's failure must not cost the others
-            log.exception(
-                "dispatching the scheduled runs of DAG %s failed; they wait queued for the "
-                "reconciler",
-                dag_id,
-                extra={"dag_id": dag_id},
-            )
+    by_dag: dict[str, list[list[str]]] = {}
+    for fire in fires:
+        by_dag.setdefault(fire[0], []).append(fire)
+    unknown, dispatched = fire_dags(runtime, by_dag, int(leader_epoch))
     if unknown:
         retries = task.request.retries
         if retries >= UNKNOWN_DAG_RETRIES:
@@ -152,16 +138,90 @@ def fire_batch(task: CeleryTask, fires: list[list[str]], leader_epoch: int) -> i
     return dispatched
 
 
-def fire_dag(runtime: Runtime, dag_id: str, fires: list[list[str]], epoch: int) -> None:
+def fire_dags(
+    runtime: Runtime, by_dag: dict[str, list[list[str]]], epoch: int
+) -> tuple[list[list[str]], int]:
     """Make sure each tick's run exists (a beat older than this version did not create it),
-    then dispatch the DAG's queued runs."""
-    from beatflow.runs.lifecycle import dispatch_waiting
+    then start the queued runs of every DAG that is not paused and send them. A handful of
+    store calls serve the whole batch (which runs exist, which DAGs are paused, one dispatch
+    for every DAG); everything else is done DAG by DAG, so one DAG's failure never touches
+    another's. Returns the fires to retry (unknown DAG, store down) and the number of DAGs
+    dispatched (a paused DAG counts: its runs wait queued)."""
+    from beatflow.runs.lifecycle import send_started
 
-    for _, logical_date, trigger in fires:
-        tick = parse_instant(logical_date)
-        if runtime.store.get_dag_run(dag_id, scheduled_run_id(tick)) is None:
-            create_scheduled_run(runtime.store, runtime.dag(dag_id), tick, trigger, epoch)
-    if runtime.store.is_paused(dag_id):
-        log.info("DAG %s is paused: its runs wait queued", dag_id, extra={"dag_id": dag_id})
-        return
-    dispatch_waiting(runtime, dag_id)
+    retry: list[list[str]] = []
+    ticks: dict[str, list[tuple[datetime, str]]] = {}
+    for dag_id, mine in by_dag.items():
+        _isolated(dag_id, mine, retry, partial(_parse, runtime, dag_id, mine, ticks))
+    store = runtime.store
+    try:
+        keys = {(d, scheduled_run_id(t)) for d, ts in ticks.items() for t, _ in ts}
+        existing = store.existing_dag_runs(keys)
+        paused = store.paused_dag_ids()
+    except StoreUnavailableError:
+        return retry + [f for d in ticks for f in by_dag[d]], 0  # fires are idempotent
+    ready: list[str] = []
+    for dag_id, dag_ticks in ticks.items():
+        missing = [
+            (t, how) for t, how in dag_ticks if (dag_id, scheduled_run_id(t)) not in existing
+        ]
+        create = partial(_create_runs, runtime, dag_id, missing, epoch)
+        if missing and not _isolated(dag_id, by_dag[dag_id], retry, create):
+            continue
+        if dag_id in paused:
+            log.info("DAG %s is paused: its runs wait queued", dag_id, extra={"dag_id": dag_id})
+        ready.append(dag_id)
+    dispatched = sum(1 for d in ready if d in paused)
+    ready = [d for d in ready if d not in paused]
+    try:
+        started = store.start_queued_dag_runs_of(
+            {dag_id: runtime.dag(dag_id).max_active_runs for dag_id in ready}
+        )
+    except StoreUnavailableError:
+        return retry + [f for d in ready for f in by_dag[d]], dispatched
+    for dag_id in ready:
+        send = partial(send_started, runtime, dag_id, started[dag_id])
+        if _isolated(dag_id, by_dag[dag_id], retry, send):
+            dispatched += 1
+    return retry, dispatched
+
+
+def _parse(
+    runtime: Runtime,
+    dag_id: str,
+    fires: list[list[str]],
+    into: dict[str, list[tuple[datetime, str]]],
+) -> None:
+    """The DAG's ticks and triggers, into ``into``, once the DAG is known to be loaded here."""
+    runtime.dag(dag_id)
+    into[dag_id] = [(parse_instant(when), trigger) for _, when, trigger in fires]
+
+
+def _create_runs(
+    runtime: Runtime, dag_id: str, ticks: list[tuple[datetime, str]], epoch: int
+) -> None:
+    dag = runtime.dag(dag_id)
+    for tick, trigger in ticks:
+        create_scheduled_run(runtime.store, dag, tick, trigger, epoch)
+
+
+def _isolated(
+    dag_id: str, fires: list[list[str]], retry: list[list[str]], work: Callable[[], object]
+) -> bool:
+    """Run one DAG's part of a batch; False when it failed: its fires go to ``retry`` when
+    a later try may do better (DAG not loaded yet, store down), else the failure is logged and
+    its runs wait queued for the reconciler."""
+    try:
+        work()
+        return True
+    except (DagNotFoundError, StoreUnavailableError):
+        retry += fires  # fires are idempotent
+    except StaleLeaderError as exc:
+        log.warning("fire of DAG %s refused: %s", dag_id, exc, extra={"dag_id": dag_id})
+    except Exception:  # one DAG's failure must not cost the others
+        log.exception(
+            "dispatching the scheduled runs of DAG %s failed; they wait queued for the reconciler",
+            dag_id,
+            extra={"dag_id": dag_id},
+        )
+    return False

@@ -97,7 +97,7 @@ def trigger_dag(
         # The same run id again (a retried fire, a re-run CLI command): never a second run, but
         # a run still queued (its first dispatch failed) got its dispatch in the same call.
         log.info("DAG run %s/%s exists already (%s)", dag_id, run_id, record.state)
-    _send_started(runtime, dag_id, triggered.started)
+    send_started(runtime, dag_id, triggered.started)
     return record
 
 
@@ -140,11 +140,11 @@ def _dispatch(runtime: Runtime, dag_id: str, *, if_queued: bool = False) -> list
     a queued run first, without the dispatch lock (a closer's common case is none)."""
     dag = runtime.dag(dag_id)
     started = runtime.store.start_queued_dag_runs(dag_id, dag.max_active_runs, if_queued=if_queued)
-    _send_started(runtime, dag_id, started)
+    send_started(runtime, dag_id, started)
     return started
 
 
-def _send_started(runtime: Runtime, dag_id: str, started: Sequence[DagRunRecord]) -> None:
+def send_started(runtime: Runtime, dag_id: str, started: Sequence[DagRunRecord]) -> None:
     """Send the runs a dispatch started, oldest first; the first the broker refuses goes back to
     queued and raises BrokerUnavailableError (the later ones, left running unsent, are resumed
     by the reconciler)."""

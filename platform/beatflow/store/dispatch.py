@@ -4,7 +4,7 @@ the queued runs of many DAGs (a beat's batch of fires) started in one. The same 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from datetime import datetime
 from typing import Any
 
@@ -118,3 +118,12 @@ class DispatchMixin(StoreBase):
                     rows = conn.execute(_start_oldest(dag_id, limit, now)).mappings()
                     started[dag_id] = [dag_run_record(r) for r in rows]
         return {dag_id: oldest_first(runs, now) for dag_id, runs in started.items()}
+
+    def existing_dag_runs(self, keys: Collection[tuple[str, str]]) -> set[tuple[str, str]]:
+        """Which of ``keys`` ((dag_id, run_id) pairs) have a DAG run, in one indexed read."""
+        if not keys:
+            return set()
+        pair = sa.tuple_(dag_runs.c.dag_id, dag_runs.c.run_id)
+        query = sa.select(dag_runs.c.dag_id, dag_runs.c.run_id).where(pair.in_(sorted(keys)))
+        with self._read(f"looking up {len(keys)} DAG run(s)") as conn:
+            return {(dag_id, run_id) for dag_id, run_id in conn.execute(query)}

@@ -158,3 +158,11 @@ def test_racing_batches_in_opposite_orders_start_each_run_once_and_never_deadloc
     assert not any(t.is_alive() for t in threads)
     assert errors == []
     assert sorted(started) == sorted((d, r) for d in dags for r in ("r0", "r1"))
+
+
+def test_existing_dag_runs_names_which_of_the_pairs_have_a_run(store: Store) -> None:
+    store.create_dag_run("a", "r1")
+    store.create_dag_run("b", "r2")
+    pairs = {("a", "r1"), ("a", "r2"), ("b", "r2"), ("c", "r1")}
+    assert store.existing_dag_runs(pairs) == {("a", "r1"), ("b", "r2")}
+    assert store.existing_dag_runs(set()) == set()
