@@ -28,6 +28,7 @@ from beatflow.errors import (
 )
 from beatflow.execution.options import TASK_OPTIONS, store_retry_delay
 from beatflow.runtime import Runtime, runtime_of
+from beatflow.store.records import ScheduledRunDraft
 from beatflow.times import parse_instant
 
 if TYPE_CHECKING:
@@ -59,30 +60,55 @@ def create_scheduled_run(
     so the tick is recorded, never silently dropped. Raises StaleLeaderError when a newer leader
     epoch is recorded, StoreUnavailableError when the DB is down.
     """
-    dag_id = dag.dag_id
+    draft = scheduled_draft(dag, tick, trigger)
+    record, created = store.create_fenced_dag_run(
+        draft.dag_id,
+        draft.run_id,
+        logical_date=draft.logical_date,
+        trigger=draft.trigger,
+        conf=draft.conf,
+        leader_epoch=epoch,
+        failure_reason=draft.failure_reason,
+    )
+    _log_created(draft, created)
+    return record
+
+
+def create_scheduled_runs(store: Store, drafts: list[ScheduledRunDraft], epoch: int) -> None:
+    """``create_scheduled_run`` for many ticks, in one fenced store call."""
+    for draft, (_, created) in zip(
+        drafts, store.create_fenced_dag_runs(drafts, leader_epoch=epoch), strict=True
+    ):
+        _log_created(draft, created)
+
+
+def scheduled_draft(dag: DAG, tick: datetime, trigger: str) -> ScheduledRunDraft:
+    """The run of one tick, to create: failed with the reason when the DAG's params cannot be
+    resolved without a conf."""
     reason: str | None = None
     try:
         conf = dag.resolve_conf(None)
     except ConfError as exc:
         conf, reason = {}, f"the scheduled run cannot start: {exc}"
-    record, created = store.create_fenced_dag_run(
-        dag_id,
+    return ScheduledRunDraft(
+        dag.dag_id,
         scheduled_run_id(tick),
-        logical_date=tick,
-        trigger=trigger if trigger in FIRE_TRIGGERS else "scheduled",
-        conf=conf,
-        leader_epoch=epoch,
-        failure_reason=reason,
+        tick,
+        trigger if trigger in FIRE_TRIGGERS else "scheduled",
+        conf,
+        reason,
     )
-    if created and reason is not None:
+
+
+def _log_created(draft: ScheduledRunDraft, created: bool) -> None:
+    if created and draft.failure_reason is not None:
         log.error(
             "DAG %s tick %s recorded as a failed run: %s",
-            dag_id,
-            tick.isoformat(),
-            reason,
-            extra={"dag_id": dag_id, "run_id": record.run_id},
+            draft.dag_id,
+            draft.logical_date.isoformat(),
+            draft.failure_reason,
+            extra={"dag_id": draft.dag_id, "run_id": draft.run_id},
         )
-    return record
 
 
 def register(app: Celery) -> None:
@@ -143,10 +169,11 @@ def fire_dags(
 ) -> tuple[list[list[str]], int]:
     """Make sure each tick's run exists (a beat older than this version did not create it),
     then start the queued runs of every DAG that is not paused and send them. A handful of
-    store calls serve the whole batch (which runs exist, which DAGs are paused, one dispatch
-    for every DAG); everything else is done DAG by DAG, so one DAG's failure never touches
-    another's. Returns the fires to retry (unknown DAG, store down) and the number of DAGs
-    dispatched (a paused DAG counts: its runs wait queued)."""
+    store calls serve the whole batch (which runs exist, which DAGs are paused, the missing
+    runs in one fenced insert, one dispatch for every DAG); the sends go DAG by DAG, and a
+    failure that is not the whole batch's is sorted out DAG by DAG, so one DAG's failure
+    never touches another's. Returns the fires to retry (unknown DAG, store down) and the
+    number of DAGs dispatched (a paused DAG counts: its runs wait queued)."""
     from beatflow.runs.lifecycle import send_started
 
     retry: list[list[str]] = []
@@ -160,17 +187,14 @@ def fire_dags(
         paused = store.paused_dag_ids()
     except StoreUnavailableError:
         return retry + [f for d in ticks for f in by_dag[d]], 0  # fires are idempotent
-    ready: list[str] = []
-    for dag_id, dag_ticks in ticks.items():
-        missing = [
-            (t, how) for t, how in dag_ticks if (dag_id, scheduled_run_id(t)) not in existing
-        ]
-        create = partial(_create_runs, runtime, dag_id, missing, epoch)
-        if missing and not _isolated(dag_id, by_dag[dag_id], retry, create):
-            continue
+    missing = {
+        dag_id: [(t, how) for t, how in dag_ticks if (dag_id, scheduled_run_id(t)) not in existing]
+        for dag_id, dag_ticks in ticks.items()
+    }
+    ready = _create_missing(runtime, by_dag, missing, retry, epoch)
+    for dag_id in ready:
         if dag_id in paused:
             log.info("DAG %s is paused: its runs wait queued", dag_id, extra={"dag_id": dag_id})
-        ready.append(dag_id)
     dispatched = sum(1 for d in ready if d in paused)
     ready = [d for d in ready if d not in paused]
     try:
@@ -197,12 +221,41 @@ def _parse(
     into[dag_id] = [(parse_instant(when), trigger) for _, when, trigger in fires]
 
 
-def _create_runs(
-    runtime: Runtime, dag_id: str, ticks: list[tuple[datetime, str]], epoch: int
-) -> None:
-    dag = runtime.dag(dag_id)
-    for tick, trigger in ticks:
-        create_scheduled_run(runtime.store, dag, tick, trigger, epoch)
+def _create_missing(
+    runtime: Runtime,
+    by_dag: dict[str, list[list[str]]],
+    missing: dict[str, list[tuple[datetime, str]]],
+    retry: list[list[str]],
+    epoch: int,
+) -> list[str]:
+    """Create the runs a beat older than this version did not (one fenced call for the batch);
+    returns the DAGs whose every tick has its run. A newer leader refuses them all; a store
+    down retries them; anything else is sorted out DAG by DAG."""
+    dags = [d for d, ticks in missing.items() if ticks]
+    drafts = [scheduled_draft(runtime.dag(d), tick, how) for d in dags for tick, how in missing[d]]
+    try:
+        create_scheduled_runs(runtime.store, drafts, epoch)
+    except StaleLeaderError as exc:
+        log.warning("fire of DAG(s) %s refused: %s", dags, exc)
+        return [d for d in missing if d not in dags]
+    except StoreUnavailableError:
+        retry += [f for d in dags for f in by_dag[d]]  # fires are idempotent
+        return [d for d in missing if d not in dags]
+    except Exception:  # one DAG's bad run must not cost the others: one by one
+        log.exception("creating %d scheduled run(s) at once failed; DAG by DAG now", len(drafts))
+        drafts_of = {d: [x for x in drafts if x.dag_id == d] for d in dags}
+        created = {
+            d
+            for d in dags
+            if _isolated(
+                d,
+                by_dag[d],
+                retry,
+                partial(create_scheduled_runs, runtime.store, drafts_of[d], epoch),
+            )
+        }
+        return [d for d in missing if d not in dags or d in created]
+    return list(missing)
 
 
 def _isolated(

@@ -9,8 +9,9 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from beatflow.errors import StoreError
+from beatflow.errors import StaleLeaderError, StoreError
 from beatflow.store import Store
+from beatflow.store.records import ScheduledRunDraft
 from tests.integration.store.conftest import MakeStore
 
 T0 = datetime(2026, 3, 1, tzinfo=UTC)
@@ -166,3 +167,39 @@ def test_existing_dag_runs_names_which_of_the_pairs_have_a_run(store: Store) -> 
     pairs = {("a", "r1"), ("a", "r2"), ("b", "r2"), ("c", "r1")}
     assert store.existing_dag_runs(pairs) == {("a", "r1"), ("b", "r2")}
     assert store.existing_dag_runs(set()) == set()
+
+
+def test_scheduled_runs_are_created_in_one_fenced_call_once_each(store: Store) -> None:
+    store.create_dag_run("a", "tick1", logical_date=T0, trigger="scheduled")  # exists already
+    drafts = [
+        ScheduledRunDraft("a", "tick1", T0, "scheduled", {}),
+        ScheduledRunDraft("a", "tick2", T0 + timedelta(hours=1), "catchup", {"x": 1}),
+        ScheduledRunDraft("b", "tick1", T0, "scheduled", {}, failure_reason="cannot start"),
+        ScheduledRunDraft("a", "tick2", T0 + timedelta(hours=1), "catchup", {"x": 1}),
+    ]
+    made = store.create_fenced_dag_runs(drafts, leader_epoch=2)
+    assert [(r.dag_id, r.run_id, created) for r, created in made] == [
+        ("a", "tick1", False),
+        ("a", "tick2", True),
+        ("b", "tick1", True),
+        ("a", "tick2", False),  # named twice: one run
+    ]
+    assert made[1][0].state == "queued" and made[1][0].conf == {"x": 1}
+    assert made[1][0].trigger == "catchup" and made[1][0].leader_epoch == 2
+    failed = made[2][0]
+    assert failed.state == "failed" and failed.failure_reason == "cannot start" and failed.ended_at
+    assert len(store.list_dag_runs("a")) == 2
+    assert store.create_fenced_dag_runs([], leader_epoch=2) == []
+
+
+def test_a_stale_leader_creates_none_of_its_scheduled_runs(store: Store) -> None:
+    store.raise_epoch_floor(5)
+    drafts = [ScheduledRunDraft(d, "tick", T0, "scheduled", {}) for d in ("a", "b")]
+    with pytest.raises(StaleLeaderError):
+        store.create_fenced_dag_runs(drafts, leader_epoch=4)
+    assert store.list_dag_runs() == []
+    with pytest.raises(StoreError, match="no time zone"):
+        store.create_fenced_dag_runs(
+            [ScheduledRunDraft("a", "t", datetime(2026, 1, 1), "scheduled", {})], leader_epoch=5
+        )
+    assert store.list_dag_runs() == []
