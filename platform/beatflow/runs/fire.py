@@ -231,8 +231,13 @@ def _create_missing(
     """Create the runs a beat older than this version did not (one fenced call for the batch);
     returns the DAGs whose every tick has its run. A newer leader refuses them all; a store
     down retries them; anything else is sorted out DAG by DAG."""
-    dags = [d for d, ticks in missing.items() if ticks]
-    drafts = [scheduled_draft(runtime.dag(d), tick, how) for d in dags for tick, how in missing[d]]
+    drafts_of: dict[str, list[ScheduledRunDraft]] = {}
+    for d, ticks in missing.items():
+        if ticks:
+            _isolated(d, by_dag[d], retry, partial(_drafts, runtime, d, ticks, drafts_of))
+    missing = {d: ticks for d, ticks in missing.items() if not ticks or d in drafts_of}
+    dags = list(drafts_of)
+    drafts = [x for d in dags for x in drafts_of[d]]
     try:
         create_scheduled_runs(runtime.store, drafts, epoch)
     except StaleLeaderError as exc:
@@ -243,7 +248,6 @@ def _create_missing(
         return [d for d in missing if d not in dags]
     except Exception:  # one DAG's bad run must not cost the others: one by one
         log.exception("creating %d scheduled run(s) at once failed; DAG by DAG now", len(drafts))
-        drafts_of = {d: [x for x in drafts if x.dag_id == d] for d in dags}
         created = {
             d
             for d in dags
@@ -256,6 +260,16 @@ def _create_missing(
         }
         return [d for d in missing if d not in dags or d in created]
     return list(missing)
+
+
+def _drafts(
+    runtime: Runtime,
+    dag_id: str,
+    ticks: list[tuple[datetime, str]],
+    into: dict[str, list[ScheduledRunDraft]],
+) -> None:
+    dag = runtime.dag(dag_id)
+    into[dag_id] = [scheduled_draft(dag, tick, how) for tick, how in ticks]
 
 
 def _isolated(

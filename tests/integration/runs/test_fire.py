@@ -15,6 +15,7 @@ import pytest
 import redis
 from celery import Celery
 
+from beatflow.dag.model import DAG
 from beatflow.runs.fire import create_scheduled_run, fire_batch, scheduled_run_id
 from beatflow.runtime import runtime_of
 from beatflow.states import DagRunState
@@ -114,6 +115,24 @@ def test_a_dag_whose_fire_is_malformed_costs_the_other_dags_nothing(
 ) -> None:
     store = runtime_of(app).store
     fires = [["t_single", "not a date", "scheduled"], fire("t_chain", TICK)]
+    assert fire_batch(FireTask(app), fires, 1) == 1  # type: ignore[arg-type]
+    assert sent(redis_url, queue, "t_chain") == [scheduled_run_id(TICK)]
+    assert store.list_dag_runs("t_single") == []
+
+
+def test_a_dag_whose_params_raise_costs_the_other_dags_of_the_batch_nothing(
+    app: Celery, redis_url: str, queue: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    resolve = DAG.resolve_conf
+
+    def broken(self: DAG, conf: Any) -> dict[str, Any]:
+        if self.dag_id == "t_single":
+            raise RuntimeError("a param default that raises")
+        return resolve(self, conf)
+
+    monkeypatch.setattr(DAG, "resolve_conf", broken)
+    store = runtime_of(app).store
+    fires = [fire("t_single", TICK), fire("t_chain", TICK)]  # neither run exists yet
     assert fire_batch(FireTask(app), fires, 1) == 1  # type: ignore[arg-type]
     assert sent(redis_url, queue, "t_chain") == [scheduled_run_id(TICK)]
     assert store.list_dag_runs("t_single") == []
