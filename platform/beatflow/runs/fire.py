@@ -12,7 +12,9 @@ those runs. A worker that has not loaded the DAG retries later; the run waits qu
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from datetime import UTC, datetime
+from functools import partial
 from typing import TYPE_CHECKING
 
 from celery import Celery
@@ -26,6 +28,7 @@ from beatflow.errors import (
 )
 from beatflow.execution.options import TASK_OPTIONS, store_retry_delay
 from beatflow.runtime import Runtime, runtime_of
+from beatflow.store.records import ScheduledRunDraft
 from beatflow.times import parse_instant
 
 if TYPE_CHECKING:
@@ -57,30 +60,55 @@ def create_scheduled_run(
     so the tick is recorded, never silently dropped. Raises StaleLeaderError when a newer leader
     epoch is recorded, StoreUnavailableError when the DB is down.
     """
-    dag_id = dag.dag_id
+    draft = scheduled_draft(dag, tick, trigger)
+    record, created = store.create_fenced_dag_run(
+        draft.dag_id,
+        draft.run_id,
+        logical_date=draft.logical_date,
+        trigger=draft.trigger,
+        conf=draft.conf,
+        leader_epoch=epoch,
+        failure_reason=draft.failure_reason,
+    )
+    _log_created(draft, created)
+    return record
+
+
+def create_scheduled_runs(store: Store, drafts: list[ScheduledRunDraft], epoch: int) -> None:
+    """``create_scheduled_run`` for many ticks, in one fenced store call."""
+    for draft, (_, created) in zip(
+        drafts, store.create_fenced_dag_runs(drafts, leader_epoch=epoch), strict=True
+    ):
+        _log_created(draft, created)
+
+
+def scheduled_draft(dag: DAG, tick: datetime, trigger: str) -> ScheduledRunDraft:
+    """The run of one tick, to create: failed with the reason when the DAG's params cannot be
+    resolved without a conf."""
     reason: str | None = None
     try:
         conf = dag.resolve_conf(None)
     except ConfError as exc:
         conf, reason = {}, f"the scheduled run cannot start: {exc}"
-    record, created = store.create_fenced_dag_run(
-        dag_id,
+    return ScheduledRunDraft(
+        dag.dag_id,
         scheduled_run_id(tick),
-        logical_date=tick,
-        trigger=trigger if trigger in FIRE_TRIGGERS else "scheduled",
-        conf=conf,
-        leader_epoch=epoch,
-        failure_reason=reason,
+        tick,
+        trigger if trigger in FIRE_TRIGGERS else "scheduled",
+        conf,
+        reason,
     )
-    if created and reason is not None:
+
+
+def _log_created(draft: ScheduledRunDraft, created: bool) -> None:
+    if created and draft.failure_reason is not None:
         log.error(
             "DAG %s tick %s recorded as a failed run: %s",
-            dag_id,
-            tick.isoformat(),
-            reason,
-            extra={"dag_id": dag_id, "run_id": record.run_id},
+            draft.dag_id,
+            draft.logical_date.isoformat(),
+            draft.failure_reason,
+            extra={"dag_id": draft.dag_id, "run_id": draft.run_id},
         )
-    return record
 
 
 def register(app: Celery) -> None:
@@ -117,26 +145,10 @@ def fire_batch(task: CeleryTask, fires: list[list[str]], leader_epoch: int) -> i
             newest,
         )
         return 0
-    unknown: list[list[str]] = []
-    dispatched = 0
-    for dag_id in dict.fromkeys(f[0] for f in fires):
-        mine = [f for f in fires if f[0] == dag_id]
-        try:
-            fire_dag(runtime, dag_id, mine, int(leader_epoch))
-            dispatched += 1
-        except DagNotFoundError:
-            unknown += mine
-        except StaleLeaderError as exc:
-            log.warning("fire of DAG %s refused: %s", dag_id, exc, extra={"dag_id": dag_id})
-        except StoreUnavailableError:
-            unknown += mine  # retried below like an unknown DAG; fires are idempotent
-        except Exception:  # one DAG's failure must not cost the others
-            log.exception(
-                "dispatching the scheduled runs of DAG %s failed; they wait queued for the "
-                "reconciler",
-                dag_id,
-                extra={"dag_id": dag_id},
-            )
+    by_dag: dict[str, list[list[str]]] = {}
+    for fire in fires:
+        by_dag.setdefault(fire[0], []).append(fire)
+    unknown, dispatched = fire_dags(runtime, by_dag, int(leader_epoch))
     if unknown:
         retries = task.request.retries
         if retries >= UNKNOWN_DAG_RETRIES:
@@ -152,16 +164,131 @@ def fire_batch(task: CeleryTask, fires: list[list[str]], leader_epoch: int) -> i
     return dispatched
 
 
-def fire_dag(runtime: Runtime, dag_id: str, fires: list[list[str]], epoch: int) -> None:
+def fire_dags(
+    runtime: Runtime, by_dag: dict[str, list[list[str]]], epoch: int
+) -> tuple[list[list[str]], int]:
     """Make sure each tick's run exists (a beat older than this version did not create it),
-    then dispatch the DAG's queued runs."""
-    from beatflow.runs.lifecycle import dispatch_waiting
+    then start the queued runs of every DAG that is not paused and send them. A handful of
+    store calls serve the whole batch (which runs exist, which DAGs are paused, the missing
+    runs in one fenced insert, one dispatch for every DAG); the sends go DAG by DAG, and a
+    failure that is not the whole batch's is sorted out DAG by DAG, so one DAG's failure
+    never touches another's. Returns the fires to retry (unknown DAG, store down) and the
+    number of DAGs dispatched (a paused DAG counts: its runs wait queued)."""
+    from beatflow.runs.lifecycle import send_started
 
-    for _, logical_date, trigger in fires:
-        tick = parse_instant(logical_date)
-        if runtime.store.get_dag_run(dag_id, scheduled_run_id(tick)) is None:
-            create_scheduled_run(runtime.store, runtime.dag(dag_id), tick, trigger, epoch)
-    if runtime.store.is_paused(dag_id):
-        log.info("DAG %s is paused: its runs wait queued", dag_id, extra={"dag_id": dag_id})
-        return
-    dispatch_waiting(runtime, dag_id)
+    retry: list[list[str]] = []
+    ticks: dict[str, list[tuple[datetime, str]]] = {}
+    for dag_id, mine in by_dag.items():
+        _isolated(dag_id, mine, retry, partial(_parse, runtime, dag_id, mine, ticks))
+    store = runtime.store
+    try:
+        keys = {(d, scheduled_run_id(t)) for d, ts in ticks.items() for t, _ in ts}
+        existing = store.existing_dag_runs(keys)
+        paused = store.paused_dag_ids()
+    except StoreUnavailableError:
+        return retry + [f for d in ticks for f in by_dag[d]], 0  # fires are idempotent
+    missing = {
+        dag_id: [(t, how) for t, how in dag_ticks if (dag_id, scheduled_run_id(t)) not in existing]
+        for dag_id, dag_ticks in ticks.items()
+    }
+    ready = _create_missing(runtime, by_dag, missing, retry, epoch)
+    for dag_id in ready:
+        if dag_id in paused:
+            log.info("DAG %s is paused: its runs wait queued", dag_id, extra={"dag_id": dag_id})
+    dispatched = sum(1 for d in ready if d in paused)
+    ready = [d for d in ready if d not in paused]
+    try:
+        started = store.start_queued_dag_runs_of(
+            {dag_id: runtime.dag(dag_id).max_active_runs for dag_id in ready}
+        )
+    except StoreUnavailableError:
+        return retry + [f for d in ready for f in by_dag[d]], dispatched
+    for dag_id in ready:
+        send = partial(send_started, runtime, dag_id, started[dag_id])
+        if _isolated(dag_id, by_dag[dag_id], retry, send):
+            dispatched += 1
+    return retry, dispatched
+
+
+def _parse(
+    runtime: Runtime,
+    dag_id: str,
+    fires: list[list[str]],
+    into: dict[str, list[tuple[datetime, str]]],
+) -> None:
+    """The DAG's ticks and triggers, into ``into``, once the DAG is known to be loaded here."""
+    runtime.dag(dag_id)
+    into[dag_id] = [(parse_instant(when), trigger) for _, when, trigger in fires]
+
+
+def _create_missing(
+    runtime: Runtime,
+    by_dag: dict[str, list[list[str]]],
+    missing: dict[str, list[tuple[datetime, str]]],
+    retry: list[list[str]],
+    epoch: int,
+) -> list[str]:
+    """Create the runs a beat older than this version did not (one fenced call for the batch);
+    returns the DAGs whose every tick has its run. A newer leader refuses them all; a store
+    down retries them; anything else is sorted out DAG by DAG."""
+    drafts_of: dict[str, list[ScheduledRunDraft]] = {}
+    for d, ticks in missing.items():
+        if ticks:
+            _isolated(d, by_dag[d], retry, partial(_drafts, runtime, d, ticks, drafts_of))
+    missing = {d: ticks for d, ticks in missing.items() if not ticks or d in drafts_of}
+    dags = list(drafts_of)
+    drafts = [x for d in dags for x in drafts_of[d]]
+    try:
+        create_scheduled_runs(runtime.store, drafts, epoch)
+    except StaleLeaderError as exc:
+        log.warning("fire of DAG(s) %s refused: %s", dags, exc)
+        return [d for d in missing if d not in dags]
+    except StoreUnavailableError:
+        retry += [f for d in dags for f in by_dag[d]]  # fires are idempotent
+        return [d for d in missing if d not in dags]
+    except Exception:  # one DAG's bad run must not cost the others: one by one
+        log.exception("creating %d scheduled run(s) at once failed; DAG by DAG now", len(drafts))
+        created = {
+            d
+            for d in dags
+            if _isolated(
+                d,
+                by_dag[d],
+                retry,
+                partial(create_scheduled_runs, runtime.store, drafts_of[d], epoch),
+            )
+        }
+        return [d for d in missing if d not in dags or d in created]
+    return list(missing)
+
+
+def _drafts(
+    runtime: Runtime,
+    dag_id: str,
+    ticks: list[tuple[datetime, str]],
+    into: dict[str, list[ScheduledRunDraft]],
+) -> None:
+    dag = runtime.dag(dag_id)
+    into[dag_id] = [scheduled_draft(dag, tick, how) for tick, how in ticks]
+
+
+def _isolated(
+    dag_id: str, fires: list[list[str]], retry: list[list[str]], work: Callable[[], object]
+) -> bool:
+    """Run one DAG's part of a batch; False when it failed: its fires go to ``retry`` when
+    a later try may do better (DAG not loaded yet, store down), else the failure is logged and
+    its runs wait queued for the reconciler."""
+    try:
+        work()
+        return True
+    except (DagNotFoundError, StoreUnavailableError):
+        retry += fires  # fires are idempotent
+    except StaleLeaderError as exc:
+        log.warning("fire of DAG %s refused: %s", dag_id, exc, extra={"dag_id": dag_id})
+    except Exception:  # one DAG's failure must not cost the others
+        log.exception(
+            "dispatching the scheduled runs of DAG %s failed; they wait queued for the reconciler",
+            dag_id,
+            extra={"dag_id": dag_id},
+        )
+    return False

@@ -74,38 +74,30 @@ def trigger_dag(
     if run_id is not None:
         check_run_id(run_id, manual=trigger == "manual")
     run_id = run_id or make_run_id(trigger if trigger != "scheduled" else "scheduled", logical_date)
-    record, created = runtime.store.create_dag_run(
+    # create and dispatch in one store call: one transaction, one round trip on PostgreSQL
+    triggered = runtime.store.create_and_start_dag_run(
         dag_id,
         run_id,
+        dag.max_active_runs,
         logical_date=logical_date or datetime.now(UTC),
         trigger=trigger,
         conf=resolved,
         leader_epoch=leader_epoch,
     )
-    if not created:
+    record = triggered.run
+    if triggered.created:
+        log.info(
+            "DAG run %s/%s created (%s)",
+            dag_id,
+            run_id,
+            trigger,
+            extra={"dag_id": dag_id, "run_id": run_id},
+        )
+    else:
         # The same run id again (a retried fire, a re-run CLI command): never a second run, but
-        # a run still queued (its first dispatch failed) gets its dispatch now.
+        # a run still queued (its first dispatch failed) got its dispatch in the same call.
         log.info("DAG run %s/%s exists already (%s)", dag_id, run_id, record.state)
-        if record.state == DagRunState.QUEUED:
-            return _dispatch_own(runtime, record)
-        return record
-    log.info(
-        "DAG run %s/%s created (%s)",
-        dag_id,
-        run_id,
-        trigger,
-        extra={"dag_id": dag_id, "run_id": run_id},
-    )
-    return _dispatch_own(runtime, record)
-
-
-def _dispatch_own(runtime: Runtime, record: DagRunRecord) -> DagRunRecord:
-    """Dispatch the DAG's queued runs; ``record`` (queued) as it stands after that: running
-    when this dispatch started it, else as it was (still queued, or started by another
-    dispatcher meanwhile: the caller's copy may then lag, as any read may)."""
-    for run in _dispatch(runtime, record.dag_id):
-        if run.run_id == record.run_id:
-            return run
+    send_started(runtime, dag_id, triggered.started)
     return record
 
 
@@ -148,9 +140,16 @@ def _dispatch(runtime: Runtime, dag_id: str, *, if_queued: bool = False) -> list
     a queued run first, without the dispatch lock (a closer's common case is none)."""
     dag = runtime.dag(dag_id)
     started = runtime.store.start_queued_dag_runs(dag_id, dag.max_active_runs, if_queued=if_queued)
+    send_started(runtime, dag_id, started)
+    return started
+
+
+def send_started(runtime: Runtime, dag_id: str, started: Sequence[DagRunRecord]) -> None:
+    """Send the runs a dispatch started, oldest first; the first the broker refuses goes back to
+    queued and raises BrokerUnavailableError (the later ones, left running unsent, are resumed
+    by the reconciler)."""
     for run in started:
         send_run(runtime, dag_id, run.run_id)
-    return started
 
 
 def send_run(runtime: Runtime, dag_id: str, run_id: str) -> None:

@@ -10,6 +10,7 @@ from beatflow.store.records import (
     DeadLetterDraft,
     DeadLetterRecord,
     TaskRunRecord,
+    TriggeredRun,
 )
 from beatflow.store.store import Store
 
@@ -20,4 +21,5 @@ __all__ = [
     "DeadLetterRecord",
     "Store",
     "TaskRunRecord",
+    "TriggeredRun",
 ]

@@ -4,6 +4,7 @@ itself, and the catch-up fallback (the latest scheduled tick)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
@@ -21,6 +22,7 @@ from beatflow.store.records import (
     TRIGGER_CATCHUP,
     TRIGGER_SCHEDULED,
     DagRunRecord,
+    ScheduledRunDraft,
 )
 
 TERM = "beat"
@@ -55,20 +57,8 @@ class BeatTermsMixin(StoreBase):
         """Like ``create_dag_run``, for the beat: in one transaction, refuse (StaleLeaderError)
         when a newer leader epoch is recorded, else insert the run (queued; or failed, with
         ``failure_reason``, when it cannot run). ``(run, created)``."""
-        now = utcnow()
-        values = {
-            "dag_id": dag_id,
-            "run_id": run_id,
-            "logical_date": require_aware(logical_date, "logical_date"),
-            "trigger": trigger,
-            "conf": check_conf(conf, f"conf of DAG run {dag_id}/{run_id}"),
-            "state": DAG_QUEUED if failure_reason is None else DAG_FAILED,
-            "queued_at": now,
-            "started_at": None if failure_reason is None else now,
-            "ended_at": None if failure_reason is None else now,
-            "leader_epoch": leader_epoch,
-            "failure_reason": failure_reason,
-        }
+        draft = ScheduledRunDraft(dag_id, run_id, logical_date, trigger, conf, failure_reason)
+        values = _scheduled_values(draft, leader_epoch, utcnow())
         insert = (
             self._insert(dag_runs)
             .values(**values)
@@ -83,6 +73,44 @@ class BeatTermsMixin(StoreBase):
                 return dag_run_record(row), True
             existing = conn.execute(sa.select(dag_runs).where(_where(dag_id, run_id)))
             return dag_run_record(existing.mappings().one()), False
+
+    def create_fenced_dag_runs(
+        self, drafts: Sequence[ScheduledRunDraft], *, leader_epoch: int
+    ) -> list[tuple[DagRunRecord, bool]]:
+        """``create_fenced_dag_run`` for many runs in one transaction: the fence checked once,
+        one multi-row insert. ``(run, created)`` per draft, in order (a draft named twice is
+        one run, created at most once). Raises StaleLeaderError, and creates nothing, when a
+        newer leader epoch is recorded."""
+        if not drafts:
+            return []
+        now = utcnow()
+        unique = {(d.dag_id, d.run_id): d for d in drafts}
+        rows = [_scheduled_values(d, leader_epoch, now) for d in unique.values()]
+        insert = (
+            self._insert(dag_runs)
+            .values(rows)
+            .on_conflict_do_nothing(index_elements=["dag_id", "run_id"])
+            .returning(*dag_runs.c)
+        )
+        pair = sa.tuple_(dag_runs.c.dag_id, dag_runs.c.run_id)
+        with self._write(f"creating {len(rows)} scheduled DAG run(s)", transaction=True) as conn:
+            self._fence(conn, leader_epoch, refuse=True)
+            made = {
+                (r.dag_id, r.run_id): r
+                for r in map(dag_run_record, conn.execute(insert).mappings())
+            }
+            others = sorted(key for key in unique if key not in made)
+            found: dict[tuple[str, str], DagRunRecord] = {}
+            if others:
+                rows_found = conn.execute(sa.select(dag_runs).where(pair.in_(others))).mappings()
+                found = {(r.dag_id, r.run_id): r for r in map(dag_run_record, rows_found)}
+        out: list[tuple[DagRunRecord, bool]] = []
+        seen: set[tuple[str, str]] = set()
+        for d in drafts:
+            key = (d.dag_id, d.run_id)
+            out.append((made[key], key not in seen) if key in made else (found[key], False))
+            seen.add(key)
+        return out
 
     def latest_scheduled_logical_date(self, dag_id: str) -> datetime | None:
         """The latest tick among the DAG's scheduled, caught-up and backfilled runs: where the
@@ -116,3 +144,21 @@ class BeatTermsMixin(StoreBase):
             )
             newest = epoch
         return newest
+
+
+def _scheduled_values(draft: ScheduledRunDraft, leader_epoch: int, now: datetime) -> dict[str, Any]:
+    d = draft
+    failed = d.failure_reason is not None
+    return {
+        "dag_id": d.dag_id,
+        "run_id": d.run_id,
+        "logical_date": require_aware(d.logical_date, "logical_date"),
+        "trigger": d.trigger,
+        "conf": check_conf(d.conf, f"conf of DAG run {d.dag_id}/{d.run_id}"),
+        "state": DAG_FAILED if failed else DAG_QUEUED,
+        "queued_at": now,
+        "started_at": now if failed else None,
+        "ended_at": now if failed else None,
+        "leader_epoch": leader_epoch,
+        "failure_reason": d.failure_reason,
+    }

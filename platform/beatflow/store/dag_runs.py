@@ -44,6 +44,41 @@ def check_conf(conf: Any, what: str) -> dict[str, Any]:
     return conf
 
 
+def new_run_values(
+    dag_id: str,
+    run_id: str,
+    logical_date: datetime | None,
+    trigger: str,
+    conf: dict[str, Any] | None,
+    leader_epoch: int | None,
+) -> dict[str, Any]:
+    """The checked column values of a new queued DAG run (StoreError names a bad one)."""
+    if trigger not in TRIGGERS:
+        raise StoreError(
+            f"unknown trigger {trigger!r} for DAG run {dag_id}/{run_id}; "
+            f"expected one of {', '.join(sorted(TRIGGERS))}"
+        )
+    return {
+        "dag_id": dag_id,
+        "run_id": run_id,
+        "logical_date": (
+            None if logical_date is None else require_aware(logical_date, "logical_date")
+        ),
+        "trigger": trigger,
+        "conf": check_conf(conf, f"conf of DAG run {dag_id}/{run_id}"),
+        "state": DAG_QUEUED,
+        "queued_at": utcnow(),
+        "started_at": None,
+        "ended_at": None,
+        "leader_epoch": leader_epoch,
+    }
+
+
+def oldest_first(runs: list[DagRunRecord], now: datetime) -> list[DagRunRecord]:
+    """Started runs in the order they are sent: logical date (none: as of ``now``), run id."""
+    return sorted(runs, key=lambda r: (r.logical_date is None, r.logical_date or now, r.run_id))
+
+
 def _start_oldest(dag_id: str, max_active_runs: int, now: datetime) -> sa.Executable:
     """queued -> running for the oldest queued runs that fit under ``max_active_runs`` running
     ones, returning them: the free slots (the count capped at the limit), the LIMIT'ed select
@@ -89,25 +124,7 @@ class DagRunsMixin(StoreBase):
     ) -> tuple[DagRunRecord, bool]:
         """Insert a queued DAG run, or return the existing one: ``(run, created)``. Two beats
         firing the same tick, or a trigger sent twice, make one run."""
-        if trigger not in TRIGGERS:
-            raise StoreError(
-                f"unknown trigger {trigger!r} for DAG run {dag_id}/{run_id}; "
-                f"expected one of {', '.join(sorted(TRIGGERS))}"
-            )
-        values = {
-            "dag_id": dag_id,
-            "run_id": run_id,
-            "logical_date": (
-                None if logical_date is None else require_aware(logical_date, "logical_date")
-            ),
-            "trigger": trigger,
-            "conf": check_conf(conf, f"conf of DAG run {dag_id}/{run_id}"),
-            "state": DAG_QUEUED,
-            "queued_at": utcnow(),
-            "started_at": None,
-            "ended_at": None,
-            "leader_epoch": leader_epoch,
-        }
+        values = new_run_values(dag_id, run_id, logical_date, trigger, conf, leader_epoch)
         insert = (
             self._insert(dag_runs)
             .values(**values)
@@ -252,8 +269,7 @@ class DagRunsMixin(StoreBase):
                 now = utcnow()
                 rows = conn.execute(_start_oldest(dag_id, max_active_runs, now)).mappings()
                 started = [dag_run_record(r) for r in rows]
-        started.sort(key=lambda r: (r.logical_date is None, r.logical_date or now, r.run_id))
-        return started
+        return oldest_first(started, now)
 
     def _any_queued(self, dag_id: str) -> bool:
         query = (

@@ -89,6 +89,31 @@ class DagRunRecord:
 
 
 @dataclass(frozen=True, slots=True)
+class ScheduledRunDraft:
+    """A scheduled DAG run to create behind the leader-epoch fence: queued, or failed with
+    ``failure_reason`` when it cannot run (a required param without a default)."""
+
+    dag_id: str
+    run_id: str
+    logical_date: datetime
+    trigger: str
+    conf: dict[str, Any] | None
+    failure_reason: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class TriggeredRun:
+    """What creating a DAG run and dispatching its DAG in one transaction did: ``run`` as it
+    stands afterwards, whether this call ``created`` it, and every run the dispatch
+    ``started`` (oldest logical date first; ``run`` among them when it was started), which the
+    caller sends."""
+
+    run: DagRunRecord
+    created: bool
+    started: tuple[DagRunRecord, ...]
+
+
+@dataclass(frozen=True, slots=True)
 class TaskRunRecord:
     """One task run (the latest try of one dedupe key): state, lease, result or error."""
 

@@ -12,6 +12,7 @@ from beatflow.store.beat_terms import BeatTermsMixin
 from beatflow.store.browse import BrowseMixin
 from beatflow.store.dag_runs import DagRunsMixin
 from beatflow.store.dead_letters import DeadLettersMixin
+from beatflow.store.dispatch import DispatchMixin
 from beatflow.store.engine import is_sqlite, sqlite_path, translate_errors
 from beatflow.store.hot import HotPathMixin
 from beatflow.store.maintenance import MaintenanceMixin
@@ -22,6 +23,7 @@ from beatflow.store.task_runs import TaskRunsMixin
 
 class Store(
     DagRunsMixin,
+    DispatchMixin,
     TaskRunsMixin,
     DeadLettersMixin,
     MaintenanceMixin,

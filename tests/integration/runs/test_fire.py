@@ -1,0 +1,138 @@
+"""A worker's side of the beat's fires (``beatflow.fire_schedules``): each tick's run exists once,
+every DAG of the batch is dispatched under its own max_active_runs, a paused DAG's runs wait
+queued, a DAG this worker has not loaded is retried alone, and a stale leader's fire is refused.
+The fire task's body is called in process with a stand-in for the Celery task."""
+
+from __future__ import annotations
+
+import base64
+import json
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+import redis
+from celery import Celery
+
+from beatflow.dag.model import DAG
+from beatflow.runs.fire import create_scheduled_run, fire_batch, scheduled_run_id
+from beatflow.runtime import runtime_of
+from beatflow.states import DagRunState
+
+TICK = datetime(2026, 5, 1, 6, tzinfo=UTC)
+
+
+class Retried(Exception):
+    def __init__(self, args: list[Any], countdown: float) -> None:
+        super().__init__("retry")
+        self.retry_args = args
+        self.countdown = countdown
+
+
+@dataclass
+class Request:
+    retries: int = 0
+
+
+@dataclass
+class FireTask:
+    """What fire_batch uses of its Celery task: the app, the retry count, retry()."""
+
+    app: Celery
+    request: Request = field(default_factory=Request)
+
+    def retry(self, *, args: list[Any] | None = None, countdown: float = 0, **_: Any) -> Retried:
+        return Retried(args or [], countdown)
+
+
+def sent(redis_url: str, queue: str, dag_id: str) -> list[str]:
+    """Run ids of the messages of ``dag_id``'s tasks waiting in ``queue``."""
+    out = []
+    for raw in redis.Redis.from_url(redis_url).lrange(queue, 0, -1):
+        message = json.loads(raw)
+        if str(message["headers"].get("task", "")).startswith(f"{dag_id}."):
+            args, _kwargs, _embed = json.loads(base64.b64decode(message["body"]))
+            out.append(args[0])
+    return sorted(set(out))
+
+
+def fire(dag_id: str, tick: datetime) -> list[str]:
+    return [dag_id, tick.isoformat(), "scheduled"]
+
+
+def test_a_batch_dispatches_each_dag_under_its_limit_and_keeps_paused_and_unknown_dags_queued(
+    app: Celery, redis_url: str, queue: str
+) -> None:
+    runtime = runtime_of(app)
+    store = runtime.store
+    later = TICK + timedelta(hours=1)
+    # the beat created the first tick's runs; the others are missing (an older beat)
+    create_scheduled_run(store, runtime.dag("t_single"), TICK, "scheduled", 1)
+    create_scheduled_run(store, runtime.dag("t_chord"), TICK, "scheduled", 1)
+    store.set_paused("t_chord", True)
+    fires = [
+        fire("t_single", TICK),
+        fire("t_chain", TICK),
+        fire("not_loaded_here", TICK),
+        fire("t_chord", TICK),
+        fire("t_single", later),
+    ]
+    with pytest.raises(Retried) as retried:
+        fire_batch(FireTask(app), fires, 1)  # type: ignore[arg-type]
+    assert retried.value.retry_args == [[fire("not_loaded_here", TICK)], 1]
+
+    def state(dag_id: str, tick: datetime) -> str | None:
+        run = store.get_dag_run(dag_id, scheduled_run_id(tick))
+        return None if run is None else run.state
+
+    # t_single allows one active run: the oldest tick runs, the next waits queued
+    assert (state("t_single", TICK), state("t_single", later)) == ("running", "queued")
+    assert sent(redis_url, queue, "t_single") == [scheduled_run_id(TICK)]
+    assert state("t_chain", TICK) == DagRunState.RUNNING  # created here, then dispatched
+    assert sent(redis_url, queue, "t_chain") == [scheduled_run_id(TICK)]
+    assert state("t_chord", TICK) == DagRunState.QUEUED  # paused: waits, nothing sent
+    assert sent(redis_url, queue, "t_chord") == []
+    assert store.get_dag_run("not_loaded_here", scheduled_run_id(TICK)) is None
+
+    # the same batch again (a redelivered fire): no second run, nothing sent twice
+    with pytest.raises(Retried):
+        fire_batch(FireTask(app), fires, 1)  # type: ignore[arg-type]
+    assert len(store.list_dag_runs("t_single")) == 2
+    assert sent(redis_url, queue, "t_single") == [scheduled_run_id(TICK)]
+    assert len(store.list_dag_runs("t_chain")) == 1
+
+
+def test_a_fire_from_an_older_leader_epoch_is_refused_whole(app: Celery, redis_url: str) -> None:
+    store = runtime_of(app).store
+    store.raise_epoch_floor(5)
+    assert fire_batch(FireTask(app), [fire("t_chain", TICK)], 4) == 0  # type: ignore[arg-type]
+    assert store.get_dag_run("t_chain", scheduled_run_id(TICK)) is None
+
+
+def test_a_dag_whose_fire_is_malformed_costs_the_other_dags_nothing(
+    app: Celery, redis_url: str, queue: str
+) -> None:
+    store = runtime_of(app).store
+    fires = [["t_single", "not a date", "scheduled"], fire("t_chain", TICK)]
+    assert fire_batch(FireTask(app), fires, 1) == 1  # type: ignore[arg-type]
+    assert sent(redis_url, queue, "t_chain") == [scheduled_run_id(TICK)]
+    assert store.list_dag_runs("t_single") == []
+
+
+def test_a_dag_whose_params_raise_costs_the_other_dags_of_the_batch_nothing(
+    app: Celery, redis_url: str, queue: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    resolve = DAG.resolve_conf
+
+    def broken(self: DAG, conf: Any) -> dict[str, Any]:
+        if self.dag_id == "t_single":
+            raise RuntimeError("a param default that raises")
+        return resolve(self, conf)
+
+    monkeypatch.setattr(DAG, "resolve_conf", broken)
+    store = runtime_of(app).store
+    fires = [fire("t_single", TICK), fire("t_chain", TICK)]  # neither run exists yet
+    assert fire_batch(FireTask(app), fires, 1) == 1  # type: ignore[arg-type]
+    assert sent(redis_url, queue, "t_chain") == [scheduled_run_id(TICK)]
+    assert store.list_dag_runs("t_single") == []

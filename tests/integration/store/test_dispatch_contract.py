@@ -1,0 +1,205 @@
+"""Store contract (SQLite and PostgreSQL) for the fused dispatches: a trigger's create-and-start
+in one transaction, and the queued runs of many DAGs started in one; the same guarantees as
+start_queued_dag_runs (one run per run id, one winner, never over the limit, oldest first)."""
+
+from __future__ import annotations
+
+import threading
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from beatflow.errors import StaleLeaderError, StoreError
+from beatflow.store import Store
+from beatflow.store.records import ScheduledRunDraft
+from tests.integration.store.conftest import MakeStore
+
+T0 = datetime(2026, 3, 1, tzinfo=UTC)
+
+
+def test_a_new_run_is_created_and_started_and_the_same_run_id_again_is_the_same_run(
+    store: Store,
+) -> None:
+    first = store.create_and_start_dag_run(
+        "d", "r", 2, logical_date=T0, trigger="scheduled", conf={"a": 1}, leader_epoch=3
+    )
+    assert first.created
+    assert first.run.state == "running" and first.run.started_at is not None
+    assert [r.run_id for r in first.started] == ["r"]
+    assert first.run.conf == {"a": 1} and first.run.leader_epoch == 3
+    assert first.run.logical_date == T0 and first.run.trigger == "scheduled"
+    again = store.create_and_start_dag_run("d", "r", 2, logical_date=T0, conf={"b": 2})
+    assert not again.created and again.started == ()
+    assert again.run == first.run
+    assert len(store.list_dag_runs("d")) == 1
+
+
+def test_a_run_over_the_limit_stays_queued_and_an_older_queued_run_goes_first(
+    store: Store,
+) -> None:
+    store.create_dag_run("d", "old", logical_date=T0)
+    new = store.create_and_start_dag_run("d", "new", 1, logical_date=T0 + timedelta(days=1))
+    assert new.created and new.run.state == "queued"
+    assert [r.run_id for r in new.started] == ["old"]  # the caller sends it
+    over = store.create_and_start_dag_run("d", "newer", 1, logical_date=T0 + timedelta(days=2))
+    assert over.created and over.run.state == "queued" and over.started == ()
+    running = store.list_dag_runs("d", state="running")
+    assert [r.run_id for r in running] == ["old"]
+
+
+def test_an_existing_queued_run_is_dispatched_by_its_second_trigger(store: Store) -> None:
+    first = store.create_and_start_dag_run("d", "r", 1, logical_date=T0)
+    # its send failed: back to queued, as send_run does
+    assert store.transition_dag_run("d", "r", to="queued", from_states={"running"})
+    again = store.create_and_start_dag_run("d", "r", 1, logical_date=T0)
+    assert not again.created
+    assert again.run.state == "running" and [r.run_id for r in again.started] == ["r"]
+    assert again.run.started_at == first.run.started_at  # started once, kept
+
+
+def test_a_finished_run_triggered_again_is_returned_as_it_is(store: Store) -> None:
+    store.create_and_start_dag_run("d", "r", 1, logical_date=T0)
+    store.transition_dag_run("d", "r", to="success", from_states={"running"})
+    store.create_dag_run("d", "waiting", logical_date=T0 + timedelta(days=1))
+    again = store.create_and_start_dag_run("d", "r", 1, logical_date=T0)
+    assert not again.created and again.run.state == "success" and again.started == ()
+    waiting = store.get_dag_run("d", "waiting")
+    assert waiting is not None and waiting.state == "queued"  # not this call's business
+
+
+def test_a_bad_trigger_conf_or_date_is_refused_and_creates_nothing(store: Store) -> None:
+    with pytest.raises(StoreError, match="unknown trigger 'cron'"):
+        store.create_and_start_dag_run("d", "r", 1, trigger="cron")
+    with pytest.raises(StoreError, match="no time zone"):
+        store.create_and_start_dag_run("d", "r", 1, logical_date=datetime(2026, 1, 1))
+    with pytest.raises(StoreError, match="not JSON-serialisable"):
+        store.create_and_start_dag_run("d", "r", 1, conf={"when": T0})
+    assert store.get_dag_run("d", "r") is None
+
+
+def test_racing_triggers_make_one_run_per_run_id_and_never_exceed_the_limit(
+    make_store: MakeStore,
+) -> None:
+    stores = [make_store() for _ in range(4)]
+    started: list[str] = []
+    created: list[str] = []
+    gate = threading.Barrier(len(stores))
+
+    def trigger(s: Store) -> None:
+        gate.wait()
+        for i in range(10):  # every store triggers the same ten run ids
+            got = s.create_and_start_dag_run("d", f"r{i}", 3, logical_date=T0 + timedelta(hours=i))
+            started.extend(r.run_id for r in got.started)
+            if got.created:
+                created.append(got.run.run_id)
+
+    threads = [threading.Thread(target=trigger, args=(s,)) for s in stores]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert not any(t.is_alive() for t in threads)
+    assert sorted(created) == [f"r{i}" for i in range(10)]  # each run id created once
+    assert sorted(started) == ["r0", "r1", "r2"]  # started once each, three at most
+    assert len(stores[0].list_dag_runs("d", state="running")) == 3
+    assert len(stores[0].list_dag_runs("d", state="queued")) == 7
+
+
+def test_the_queued_runs_of_many_dags_start_in_one_call_each_under_its_own_limit(
+    store: Store,
+) -> None:
+    for i in range(3):
+        store.create_dag_run("a", f"a{i}", logical_date=T0 + timedelta(hours=2 - i))
+        store.create_dag_run("b", f"b{i}", logical_date=T0 + timedelta(hours=i))
+    store.create_dag_run("c", "c0", logical_date=T0)
+    store.start_queued_dag_runs("c", 1)  # c's one slot is taken
+    store.create_dag_run("c", "c1", logical_date=T0 + timedelta(hours=1))
+    started = store.start_queued_dag_runs_of({"a": 2, "b": 5, "c": 1, "none": 4})
+    assert {dag: [r.run_id for r in runs] for dag, runs in started.items()} == {
+        "a": ["a2", "a1"],  # oldest logical date first
+        "b": ["b0", "b1", "b2"],
+        "c": [],
+        "none": [],
+    }
+    assert all(r.state == "running" and r.started_at for runs in started.values() for r in runs)
+    assert store.start_queued_dag_runs_of({}) == {}
+    assert store.start_queued_dag_runs_of({"a": 2, "b": 5}) == {"a": [], "b": []}
+
+
+def test_racing_batches_in_opposite_orders_start_each_run_once_and_never_deadlock(
+    make_store: MakeStore,
+) -> None:
+    store = make_store()
+    dags = [f"d{i:02d}" for i in range(20)]
+    for dag in dags:
+        for j in range(4):
+            store.create_dag_run(dag, f"r{j}", logical_date=T0 + timedelta(hours=j))
+    stores = [make_store() for _ in range(4)]
+    started: list[tuple[str, str]] = []
+    errors: list[BaseException] = []
+    gate = threading.Barrier(len(stores))
+
+    def batch(s: Store, order: list[str]) -> None:
+        gate.wait()
+        try:
+            for _ in range(5):
+                for dag, runs in s.start_queued_dag_runs_of({d: 2 for d in order}).items():
+                    started.extend((dag, r.run_id) for r in runs)
+        except BaseException as exc:  # noqa: BLE001 - reported by the assertion below
+            errors.append(exc)
+
+    orders = [dags, dags[::-1], dags[5:] + dags[:5], dags[::2] + dags[1::2]]
+    threads = [
+        threading.Thread(target=batch, args=(s, o)) for s, o in zip(stores, orders, strict=True)
+    ]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert not any(t.is_alive() for t in threads)
+    assert errors == []
+    assert sorted(started) == sorted((d, r) for d in dags for r in ("r0", "r1"))
+
+
+def test_existing_dag_runs_names_which_of_the_pairs_have_a_run(store: Store) -> None:
+    store.create_dag_run("a", "r1")
+    store.create_dag_run("b", "r2")
+    pairs = {("a", "r1"), ("a", "r2"), ("b", "r2"), ("c", "r1")}
+    assert store.existing_dag_runs(pairs) == {("a", "r1"), ("b", "r2")}
+    assert store.existing_dag_runs(set()) == set()
+
+
+def test_scheduled_runs_are_created_in_one_fenced_call_once_each(store: Store) -> None:
+    store.create_dag_run("a", "tick1", logical_date=T0, trigger="scheduled")  # exists already
+    drafts = [
+        ScheduledRunDraft("a", "tick1", T0, "scheduled", {}),
+        ScheduledRunDraft("a", "tick2", T0 + timedelta(hours=1), "catchup", {"x": 1}),
+        ScheduledRunDraft("b", "tick1", T0, "scheduled", {}, failure_reason="cannot start"),
+        ScheduledRunDraft("a", "tick2", T0 + timedelta(hours=1), "catchup", {"x": 1}),
+    ]
+    made = store.create_fenced_dag_runs(drafts, leader_epoch=2)
+    assert [(r.dag_id, r.run_id, created) for r, created in made] == [
+        ("a", "tick1", False),
+        ("a", "tick2", True),
+        ("b", "tick1", True),
+        ("a", "tick2", False),  # named twice: one run
+    ]
+    assert made[1][0].state == "queued" and made[1][0].conf == {"x": 1}
+    assert made[1][0].trigger == "catchup" and made[1][0].leader_epoch == 2
+    failed = made[2][0]
+    assert failed.state == "failed" and failed.failure_reason == "cannot start" and failed.ended_at
+    assert len(store.list_dag_runs("a")) == 2
+    assert store.create_fenced_dag_runs([], leader_epoch=2) == []
+
+
+def test_a_stale_leader_creates_none_of_its_scheduled_runs(store: Store) -> None:
+    store.raise_epoch_floor(5)
+    drafts = [ScheduledRunDraft(d, "tick", T0, "scheduled", {}) for d in ("a", "b")]
+    with pytest.raises(StaleLeaderError):
+        store.create_fenced_dag_runs(drafts, leader_epoch=4)
+    assert store.list_dag_runs() == []
+    with pytest.raises(StoreError, match="no time zone"):
+        store.create_fenced_dag_runs(
+            [ScheduledRunDraft("a", "t", datetime(2026, 1, 1), "scheduled", {})], leader_epoch=5
+        )
+    assert store.list_dag_runs() == []
