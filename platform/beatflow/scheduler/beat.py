@@ -121,7 +121,12 @@ class BeatflowScheduler(PeriodicTasks):
         """RedBeat writes (and deletes) entries here, before any lock is held: not us."""
 
     def tick(self, *args: Any, **kwargs: Any) -> float:
-        """One loop of Celery's beat service; returns seconds to sleep. Never raises."""
+        """One loop of Celery's beat service; returns seconds to sleep. Never raises, but for
+        SystemExit once the scheduler is closed: Celery's SIGTERM handler closes it and raises
+        SystemExit in the loop, and should anything the loop was in swallow that exception,
+        the next tick ends the loop instead of running on as a lockless follower forever."""
+        if self._closed:
+            raise SystemExit()
         try:
             return self._tick()
         except Exception:  # an exception here would end the beat process

@@ -138,3 +138,18 @@ def test_a_saved_redbeat_entry_never_makes_the_beat_spin(cluster: BeatCluster) -
         app.close()
     assert min(waits[1:]) >= 0.1, waits  # the loop interval, not 5 ms forever
     assert runs(cluster, "paused") == 0
+
+
+def test_a_tick_after_the_scheduler_closed_ends_the_beat_loop(cluster: BeatCluster) -> None:
+    # Celery's SIGTERM handler closes the scheduler, then raises SystemExit in the loop; should
+    # the call the loop was in swallow it, the next tick must end the loop (a beat that ran on
+    # as a lockless follower never exited: seen once in CI, the standby had taken over)
+    app = create_app(cluster.settings, load_dags=False)
+    try:
+        beat = BeatflowScheduler(app=app)
+        beat.tick()
+        beat.close()
+        with pytest.raises(SystemExit):
+            beat.tick()
+    finally:
+        app.close()
