@@ -28,6 +28,7 @@ OUTCOME_KEY = "beatflow_task_run"
 _OUTCOME_PREFIX = "{'" + OUTCOME_KEY + "': "
 _OUTCOME_MAX_CHARS = 200  # an outcome's repr is shorter; anything longer is not one
 _STATE_RE = re.compile(r"[a-z_]{1,32}")
+_OUTCOME_FIELDS = frozenset({OUTCOME_KEY, "duplicate", "dag_run", "dag_run_seconds"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,9 +90,6 @@ def parse_outcome(result: Any) -> Outcome | None:
         dag_run=dag_run,
         dag_run_seconds=None if seconds is None else float(seconds),
     )
-
-
-_OUTCOME_FIELDS = frozenset({OUTCOME_KEY, "duplicate", "dag_run", "dag_run_seconds"})
 
 
 _dispatcher: Any = None

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass
+from datetime import datetime, timedelta
 from typing import Any
 
 import sqlalchemy as sa
@@ -46,6 +47,41 @@ class ClaimStatements:
 
 def _lease_values() -> dict[str, sa.BindParameter[object]]:
     return {name: sa.bindparam(f"p_{name}") for name in LEASE_COLUMNS}
+
+
+def lease_clock(now: datetime, lease_seconds: float) -> dict[str, Any]:
+    """The lease-time parameters: PostgreSQL computes them with now() and p_lease_seconds,
+    SQLite binds them (see the module docstring)."""
+    return {
+        "p_now": now,
+        "p_lease_expires_at": now + timedelta(seconds=lease_seconds),
+        "p_lease_seconds": lease_seconds,
+    }
+
+
+def fresh_lease(
+    now: datetime,
+    lease_seconds: float,
+    token: str,
+    *,
+    worker: str | None,
+    celery_task_id: str | None,
+) -> dict[str, Any]:
+    """The parameters of a claim's new lease: the clock and LEASE_COLUMNS for a new try."""
+    return {
+        **lease_clock(now, lease_seconds),
+        "p_state": TASK_RUNNING,
+        "p_worker": worker,
+        "p_celery_task_id": celery_task_id,
+        "p_lease_token": token,
+        "p_started_at": now,
+        "p_ended_at": None,
+        "p_result": None,
+        "p_error": None,
+        "p_traceback": None,
+        "p_map_count": None,
+        "p_deduped_from": None,
+    }
 
 
 def db_clock(dialect: str) -> tuple[sa.ColumnElement[Any], sa.ColumnElement[Any]]:

@@ -13,14 +13,14 @@ from __future__ import annotations
 import functools
 import uuid
 from collections.abc import Collection, Sequence
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any, cast
 
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql
 
 from beatflow.store.base import StoreBase, dag_run_record, task_run_record
-from beatflow.store.claim_sql import claim_statements, db_clock
+from beatflow.store.claim_sql import claim_statements, db_clock, fresh_lease
 from beatflow.store.engine import UTCDateTime, utcnow
 from beatflow.store.models import dag_runs, task_runs
 from beatflow.store.records import (
@@ -224,24 +224,15 @@ class HotPathMixin(StoreBase):
             if own in found or len(ready) != params["p_ready"]:
                 return cast(list[sa.RowMapping], rows)
             lease = {
-                "p_dedupe_key": own,
-                "p_dag_id": params["p_dag_id"],
-                "p_run_id": params["p_run_id"],
-                "p_task_id": params["p_task_id"],
+                **{k: params[k] for k in ("p_dedupe_key", "p_dag_id", "p_run_id", "p_task_id")},
                 "p_map_index": params["p_map_index"],
-                "p_state": TASK_RUNNING,
-                "p_worker": params["p_worker"],
-                "p_celery_task_id": params["p_celery_task_id"],
-                "p_lease_token": params["p_lease_token"],
-                "p_started_at": now,
-                "p_ended_at": None,
-                "p_result": None,
-                "p_error": None,
-                "p_traceback": None,
-                "p_map_count": None,
-                "p_deduped_from": None,
-                "p_now": now,
-                "p_lease_expires_at": now + timedelta(seconds=self.lease_seconds),
+                **fresh_lease(
+                    now,
+                    self.lease_seconds,
+                    params["p_lease_token"],
+                    worker=params["p_worker"],
+                    celery_task_id=params["p_celery_task_id"],
+                ),
             }
             claimed = conn.execute(claim_statements(self.dialect).insert, lease).mappings().first()
             if claimed is None:

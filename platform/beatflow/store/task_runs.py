@@ -20,14 +20,14 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Collection
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any
 
 import sqlalchemy as sa
 
 from beatflow.errors import ResultError, StoreError
 from beatflow.store.base import StoreBase, task_run_record
-from beatflow.store.claim_sql import claim_statements
+from beatflow.store.claim_sql import claim_statements, fresh_lease, lease_clock
 from beatflow.store.dead_letters import dead_letter_values
 from beatflow.store.engine import dumps_json, require_aware, utcnow
 from beatflow.store.models import dead_letters, task_runs
@@ -78,18 +78,13 @@ class TaskRunsMixin(StoreBase):
             token = uuid.uuid4().hex
             lease = {
                 "p_key": dedupe_key,
-                **self._lease_clock(now),
-                "p_state": TASK_RUNNING,
-                "p_worker": worker,
-                "p_celery_task_id": celery_task_id,
-                "p_lease_token": token,
-                "p_started_at": now,
-                "p_ended_at": None,
-                "p_result": None,
-                "p_error": None,
-                "p_traceback": None,
-                "p_map_count": None,
-                "p_deduped_from": None,
+                **fresh_lease(
+                    now,
+                    self.lease_seconds,
+                    token,
+                    worker=worker,
+                    celery_task_id=celery_task_id,
+                ),
             }
             with self._write(f"claiming task run {dedupe_key!r}") as conn:
                 row = conn.execute(sql.insert, {**identity, **lease}).mappings().first()
@@ -113,17 +108,13 @@ class TaskRunsMixin(StoreBase):
     def renew_lease(self, dedupe_key: str, token: str) -> bool:
         """Push the lease expiry out by ``lease_seconds``; False if the lease was taken over
         (the caller should stop: its result will not be recorded)."""
-        params = {"p_key": dedupe_key, "p_token": token, **self._lease_clock(utcnow())}
+        params = {
+            "p_key": dedupe_key,
+            "p_token": token,
+            **lease_clock(utcnow(), self.lease_seconds),
+        }
         with self._write(f"renewing the lease of task run {dedupe_key!r}") as conn:
             return conn.execute(claim_statements(self.dialect).renew, params).rowcount == 1
-
-    def _lease_clock(self, now: datetime) -> dict[str, Any]:
-        # PostgreSQL computes lease times with now() and p_lease_seconds; SQLite binds them
-        return {
-            "p_now": now,
-            "p_lease_expires_at": now + timedelta(seconds=self.lease_seconds),
-            "p_lease_seconds": self.lease_seconds,
-        }
 
     def finish_task_run(
         self,
