@@ -46,6 +46,7 @@ def test_passwords_from_the_environment_never_reach_logs_config_db_or_metrics(
         "BEATFLOW_LEASE_SECONDS": "5",
         "BEATFLOW_TEST_MARKS": str(tmp_path / "marks"),
     }
+    marks = tmp_path / "marks"
     settings = Settings.from_env({k: v for k, v in env.items() if "TEST" not in k})
     Store.from_settings(settings).upgrade()
     metrics_port = free_port()
@@ -60,15 +61,22 @@ def test_passwords_from_the_environment_never_reach_logs_config_db_or_metrics(
         procs.wait_worker_ready(app, worker)
         ok = trigger_dag(app, "t_effect")
         failing = trigger_dag(app, "t_rules")  # fails for good: error and traceback stored
-        # A database outage while work is in flight: its errors name the database.
+        # A database outage while a task runs: its end meets the outage, whose errors name the
+        # database. The task is held until the database is down, so the outage cannot miss it.
+        held = trigger_dag(app, "t_gated", run_id="secrets-held", conf={"hold": 120.0})
+        procs.wait_for(lambda: (marks / "gated-secrets-held").exists(), timeout=60,
+                       message="the held task to start")  # fmt: skip
         own_postgres.stop()
+        (marks / "gate-secrets-held").touch()
+        procs.wait_for(lambda: "results database unavailable" in worker.log(), timeout=60,
+                       message="the held task to meet the outage")  # fmt: skip
         later = None
         try:
             later = trigger_dag(app, "t_effect")
         except Exception as exc:  # noqa: BLE001 - the outage may refuse the trigger
             assert PG_PW not in str(exc) and REDIS_PW not in str(exc)
         own_postgres.start()
-        for run in (ok, failing, later):
+        for run in (ok, failing, held, later):
             if run is not None:
                 follow_run(app, run.dag_id, run.run_id, timeout=120)
         procs.wait_for(
