@@ -14,7 +14,7 @@ import sqlalchemy as sa
 from beatflow.errors import StoreError
 from beatflow.store.base import StoreBase, dag_run_record
 from beatflow.store.engine import UTCDateTime, dumps_json, require_aware, utcnow
-from beatflow.store.models import dag_runs, task_runs
+from beatflow.store.models import dag_runs, is_running, task_runs
 from beatflow.store.records import (
     DAG_QUEUED,
     DAG_RUN_ACTIVE_STATES,
@@ -87,7 +87,7 @@ def _start_oldest(dag_id: str, max_active_runs: int, now: datetime) -> sa.Execut
         sa.select(sa.func.count())
         .select_from(
             sa.select(dag_runs.c.id)
-            .where(dag_runs.c.dag_id == dag_id, dag_runs.c.state == DAG_RUNNING)
+            .where(dag_runs.c.dag_id == dag_id, is_running(dag_runs.c.state))
             .limit(max_active_runs)
             .subquery()
         )
@@ -385,7 +385,7 @@ class DagRunsMixin(StoreBase):
         query = (
             sa.select(dag_runs)
             .where(
-                dag_runs.c.state == DAG_RUNNING,
+                is_running(dag_runs.c.state),
                 dag_runs.c.started_at < since,
                 sa.or_(dag_runs.c.resume_after.is_(None), dag_runs.c.resume_after < now),
                 ~alive,
@@ -404,7 +404,7 @@ class DagRunsMixin(StoreBase):
             sa.select(dag_runs)
             .where(
                 dag_runs.c.dag_id == dag_id,
-                dag_runs.c.state == DAG_RUNNING,
+                is_running(dag_runs.c.state),
                 dag_runs.c.started_at < require_aware(before, "before"),
             )
             .order_by(dag_runs.c.started_at, dag_runs.c.id)

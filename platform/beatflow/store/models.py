@@ -22,6 +22,15 @@ NAMING = {
 # SQLite only auto-increments a column declared exactly INTEGER PRIMARY KEY
 BigId = sa.BigInteger().with_variant(sa.Integer(), "sqlite")
 Json = sa.JSON(none_as_null=True)
+# the predicate of the partial indexes over running rows; a query that is to use one names the
+# state as this literal (a bound parameter's value does not imply an index predicate)
+RUNNING = sa.text("state = 'running'")
+
+
+def is_running(state: sa.ColumnElement[str]) -> sa.ColumnElement[bool]:
+    """``state = 'running'`` with the state inline, so the partial indexes over running rows
+    (``RUNNING``) serve the query."""
+    return state == sa.literal_column("'running'", sa.String())
 
 
 class Base(DeclarativeBase):
@@ -35,7 +44,10 @@ class DagRun(Base):
     __tablename__ = "dag_runs"
     __table_args__ = (
         sa.UniqueConstraint("dag_id", "run_id"),
-        sa.Index(None, "dag_id", "state"),
+        # a DAG's running runs, for the free-slot count (migration 0009: only running rows)
+        sa.Index(
+            "ix_dag_runs_running_dag_id", "dag_id", postgresql_where=RUNNING, sqlite_where=RUNNING
+        ),
         sa.Index(None, "dag_id", "logical_date"),
         sa.Index(None, "queued_at"),
         sa.Index(None, "state", "ended_at"),
@@ -69,7 +81,13 @@ class TaskRun(Base):
     __table_args__ = (
         sa.UniqueConstraint("dedupe_key"),
         sa.Index(None, "dag_id", "run_id"),
-        sa.Index(None, "state", "lease_expires_at"),  # stuck task runs
+        # stuck task runs (migration 0009: only running rows)
+        sa.Index(
+            "ix_task_runs_running_lease_expires_at",
+            "lease_expires_at",
+            postgresql_where=RUNNING,
+            sqlite_where=RUNNING,
+        ),
     )
 
     id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)

@@ -30,7 +30,7 @@ from beatflow.store.base import StoreBase, task_run_record
 from beatflow.store.claim_sql import claim_statements, fresh_lease, lease_clock
 from beatflow.store.dead_letters import dead_letter_values
 from beatflow.store.engine import dumps_json, require_aware, utcnow
-from beatflow.store.models import dead_letters, task_runs
+from beatflow.store.models import dead_letters, is_running, task_runs
 from beatflow.store.records import (
     TASK_FAILED,
     TASK_RUN_DECIDED_STATES,
@@ -391,7 +391,7 @@ class TaskRunsMixin(StoreBase):
         """Task runs still 'running' whose lease expired: their worker died or hangs."""
         at = utcnow() if now is None else require_aware(now, "now")
         query = sa.select(sa.func.count()).where(
-            task_runs.c.state == TASK_RUNNING, task_runs.c.lease_expires_at < at
+            is_running(task_runs.c.state), task_runs.c.lease_expires_at < at
         )
         with self._read("counting stuck task runs") as conn:
             return int(conn.execute(query).scalar_one())
