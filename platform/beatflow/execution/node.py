@@ -35,6 +35,7 @@ from beatflow.errors import (
 from beatflow.execution import canvas, events, rules
 from beatflow.execution.context import TaskContext, make_logger
 from beatflow.execution.decide import Action, ClaimSeen, Situation, decide
+from beatflow.execution.decide import run_outcome as decide_run_outcome
 from beatflow.execution.options import store_retry_delay
 from beatflow.ids import check_run_id
 from beatflow.logs import correlation
@@ -169,12 +170,17 @@ class Closing:
 
     rows: list[TaskRunRecord] | None = None
     own: TaskRunRecord | None = None
+    closed: DagRunRecord | None = None  # the run, when the task's own finish also ended it
 
     def tasks(self) -> list[TaskRunRecord] | None:
         """Every task run of the run as it stands, when known without reading."""
-        if self.rows is None or self.own is None:
+        return None if self.own is None else self.tasks_with(self.own)
+
+    def tasks_with(self, own: TaskRunRecord) -> list[TaskRunRecord] | None:
+        """Every task run of the run with ``own`` as the task's own row, when the read covered
+        the whole run."""
+        if self.rows is None:
             return None
-        own = self.own
         others = [t for t in self.rows if (t.task_id, t.map_index) != (own.task_id, own.map_index)]
         return [*others, own]
 
@@ -200,6 +206,7 @@ def close_here(
             run_id,
             tasks=closing.tasks() if closing is not None else None,
             on_closed=closed.append if result is not None else None,
+            closed=closing.closed if closing is not None else None,
         )
         if closed and result is not None:
             run = closed[0]
@@ -442,8 +449,9 @@ def _run(
         retry_later(task, wait)
     assert claim.token is not None
     attempt = Attempt(
-        runtime, task, dag, spec, run, key, claim.token, index, claim.record.try_number
-    )
+        runtime, task, dag, spec, run, key, claim.token, index, claim.record.try_number,
+        record=claim.record, closing=closing,
+    )  # fmt: skip
     if decision.action is Action.FAIL_WORKER_LOST:
         attempt.fail(decision.reason, None, tries=attempt.try_number - 1)
         return None
@@ -534,12 +542,26 @@ class Attempt:
     token: str  # the lease token from the claim
     index: int  # map index, -1 when not mapped
     try_number: int
+    record: TaskRunRecord | None = None  # the claimed row
+    closing: Closing | None = None  # this is the run's closing task
 
     def finish(self, state: str, **outcome: Any) -> None:
         """Record the outcome under this attempt's lease. If the lease was taken over (another
-        worker runs the task now), stop: write nothing more, continue no canvas (Ignore)."""
+        worker runs the task now), stop: write nothing more, continue no canvas (Ignore).
+        A closing task whose success makes the run final (every other task run of it is known
+        and final) ends the run in the same statement (``closing.closed``)."""
         budget = self.runtime.settings.result_write_retry_seconds
-        if not write_outcome(self.runtime.store, self.key, self.token, budget, state, outcome):
+        run_state = self._closes_as(state)
+        if run_state is not None and self.closing is not None:
+            written, self.closing.closed = write_outcome_closing(
+                self.runtime.store, self.key, self.token, budget, outcome.get("result"),
+                self.dag.dag_id, self.run.run_id, run_state,
+            )  # fmt: skip
+        else:
+            written = write_outcome(
+                self.runtime.store, self.key, self.token, budget, state, outcome
+            )
+        if not written:
             self.runtime.leases.release(self.key)
             log.warning(
                 "task run %s: this worker's lease was taken over; stopping without recording "
@@ -548,6 +570,18 @@ class Attempt:
                 state,
             )
             raise Ignore()
+
+    def _closes_as(self, state: str) -> str | None:
+        """The run's final state if this attempt's ``state`` ends the run, known without a read:
+        a closing task's success, the rest of the run read with its own rows and all final."""
+        if state != TaskRunState.SUCCESS or self.closing is None or self.record is None:
+            return None
+        tasks = self.closing.tasks_with(dataclasses.replace(self.record, state=state))
+        if tasks is None:
+            return None
+        expected = {task_id: spec.map_over is not None for task_id, spec in self.dag.tasks.items()}
+        outcome = decide_run_outcome(expected, tasks)
+        return None if outcome is None else str(outcome)
 
     def fail(
         self,
@@ -595,7 +629,15 @@ def write_outcome(
     (waits of at most a second, with jitter) for up to ``budget`` seconds, so a task that ran
     is not run again for a blip. Then StoreUnavailableError goes to Celery's retry. False when
     the lease was taken over (nothing written)."""
-    retrying = tenacity.Retrying(
+    retrying = _write_retries(key, budget)
+    written: bool = retrying(store.finish_task_run, key, token, state=state, **outcome)
+    return written
+
+
+def _write_retries(key: str, budget: float) -> tenacity.Retrying:
+    """In-process retries of an outcome write while the database is unreachable (waits of at
+    most a second, with jitter) for up to ``budget`` seconds."""
+    return tenacity.Retrying(
         retry=tenacity.retry_if_exception_type(StoreUnavailableError),
         wait=tenacity.wait_exponential_jitter(initial=0.1, max=MAX_SLEEP_SECONDS),
         stop=tenacity.stop_after_delay(budget),
@@ -606,8 +648,32 @@ def write_outcome(
         ),
         reraise=True,
     )
-    written: bool = retrying(store.finish_task_run, key, token, state=state, **outcome)
-    return written
+
+
+def write_outcome_closing(
+    store: Store,
+    key: str,
+    token: str,
+    budget: float,
+    result: Any,
+    dag_id: str,
+    run_id: str,
+    run_state: str,
+) -> tuple[bool, DagRunRecord | None]:
+    """``write_outcome`` of a success that also ends the DAG run in ``run_state``, in one
+    statement (``store.finish_and_close``), with the same in-process retries. Returns (written,
+    the run as this write ended it, or None)."""
+    retrying = _write_retries(key, budget)
+    done: tuple[bool, DagRunRecord | None] = retrying(
+        store.finish_and_close,
+        key,
+        token,
+        result=result,
+        dag_id=dag_id,
+        run_id=run_id,
+        run_state=run_state,
+    )
+    return done
 
 
 def _execute(attempt: Attempt, rows: list[TaskRunRecord]) -> dict[str, Any] | None:

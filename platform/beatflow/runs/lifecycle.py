@@ -195,6 +195,7 @@ def close_run(
     *,
     tasks: Sequence[TaskRunRecord] | None = None,
     on_closed: Callable[[DagRunRecord], None] | None = None,
+    closed: DagRunRecord | None = None,
 ) -> str:
     """The canvas's last step (and the reconciler's): set the DAG run's final state once every
     task of it has a final row, then start waiting runs. A run that is not final yet is left
@@ -203,12 +204,15 @@ def close_run(
     ``tasks``: every task run of the run as the caller (the closing task) already holds them;
     they are read afresh when they do not make the run final. ``on_closed``: called with the
     run this call ended instead of sending the DAG-run event (the closing task reports it in
-    its own task-succeeded event)."""
+    its own task-succeeded event). ``closed``: the run as the closing task's own finish ended
+    it (``store.finish_and_close``): nothing is left to write, only what follows a close."""
     store = runtime.store
     try:
         dag = runtime.dag(dag_id)
     except BeatflowError:
         dag = None
+    if closed is not None:
+        return _closed(runtime, dag, closed, on_closed)
     state = run_outcome(dag, tasks) if tasks is not None else None
     if state is None:
         state = run_outcome(dag, store.get_task_runs(dag_id, run_id))
@@ -229,6 +233,18 @@ def close_run(
         if current is None:
             raise RunNotFoundError(dag_id, run_id)
         return current.state
+    return _closed(runtime, dag, record, on_closed)
+
+
+def _closed(
+    runtime: Runtime,
+    dag: DAG | None,
+    record: DagRunRecord,
+    on_closed: Callable[[DagRunRecord], None] | None,
+) -> str:
+    """What follows a DAG run's end: the announcement, the log line, its event (or
+    ``on_closed``), the DAG's on_failure callback, and the dispatch of waiting runs."""
+    dag_id, run_id = record.dag_id, record.run_id
     announce.announce(runtime.app, dag_id, run_id, announce.RUN)
     log.info(
         "DAG run %s/%s finished: %s in %.3fs",

@@ -7,14 +7,16 @@ import os
 import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Self
+from typing import TYPE_CHECKING, Any, Self
 
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
 
+from beatflow.errors import ResultError
 from beatflow.store.engine import (
     SQLITE_BEGIN,
     create_engine,
+    dumps_json,
     finite_seconds,
     translate_errors,
 )
@@ -22,6 +24,8 @@ from beatflow.store.records import DagRunRecord, DeadLetterRecord, TaskRunRecord
 
 if TYPE_CHECKING:
     from beatflow.settings import Settings
+
+RESULT_HINT = "put big data in object storage and return its key"
 
 
 class StoreBase:
@@ -65,6 +69,27 @@ class StoreBase:
         if self.dialect == "postgresql":
             return postgresql.insert(table)
         return sqlite.insert(table)
+
+    def check_result(self, dedupe_key: str, result: Any) -> None:
+        """Raise ResultError unless ``result`` is JSON-serialisable within result_max_bytes."""
+        try:
+            size = len(dumps_json(result).encode())
+        except (TypeError, ValueError) as exc:
+            raise ResultError(
+                f"task run {dedupe_key!r} returned a {type(result).__name__} that is not "
+                f"JSON-serialisable ({exc}); return JSON values (dict, list, str, number, bool, "
+                f"None) of at most {self.result_max_bytes} bytes; {RESULT_HINT}",
+                dedupe_key=dedupe_key,
+                limit=self.result_max_bytes,
+            ) from exc
+        if size > self.result_max_bytes:
+            raise ResultError(
+                f"task run {dedupe_key!r} returned {size} bytes of JSON, over the limit of "
+                f"{self.result_max_bytes} bytes (BEATFLOW_RESULT_MAX_BYTES); {RESULT_HINT}",
+                dedupe_key=dedupe_key,
+                size=size,
+                limit=self.result_max_bytes,
+            )
 
     @contextmanager
     def _write(self, action: str, *, transaction: bool = False) -> Iterator[sa.Connection]:

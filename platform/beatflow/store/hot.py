@@ -6,7 +6,10 @@ never its siblings' (a 10,000-wide map would read 10^8 rows).
 In the common case the read and the claim are one statement (``read_and_claim``): when the rows
 read make the claim certain (the run is active, every upstream row succeeded, the task has no
 row yet), the same statement inserts the claim, so such a task run costs two statements in all:
-this one and its finish."""
+this one and its finish.
+
+A run's closing task that knows every task run of its run (and so the run's final state) writes
+its own success and the run's end in one statement too (``finish_and_close``)."""
 
 from __future__ import annotations
 
@@ -19,11 +22,13 @@ from typing import Any, cast
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql
 
+from beatflow.errors import StoreError
 from beatflow.store.base import StoreBase, dag_run_record, task_run_record
 from beatflow.store.claim_sql import claim_statements, db_clock, fresh_lease
 from beatflow.store.engine import UTCDateTime, utcnow
 from beatflow.store.models import dag_runs, task_runs
 from beatflow.store.records import (
+    DAG_RUN_ACTIVE_STATES,
     DAG_RUN_FINISHED_STATES,
     TASK_RUNNING,
     TASK_SUCCESS,
@@ -139,7 +144,96 @@ def _read_and_claim_pg() -> sa.Select[Any]:
     )
 
 
+@functools.cache
+def _finish_and_close_pg() -> sa.Select[Any]:
+    """The finish statement, and the DAG run's end only if that finish wrote (the lease still
+    held), in one round trip: ``written`` (0 or 1) and the run as the close left it, if it did."""
+    finished = cast(sa.Update, claim_statements("postgresql").finish).cte("finished")
+    r = dag_runs.c
+    ended = sa.bindparam("p_ended_at", type_=UTCDateTime())
+    closed = (
+        sa.update(dag_runs)
+        .where(
+            r.dag_id == sa.bindparam("p_dag_id"),
+            r.run_id == sa.bindparam("p_run_id"),
+            r.state.in_(sorted(DAG_RUN_ACTIVE_STATES)),
+            sa.exists(sa.select(finished.c.dag_id)),
+        )
+        .values(
+            state=sa.bindparam("p_run_state"),
+            ended_at=ended,
+            started_at=sa.func.coalesce(r.started_at, ended),
+        )  # fmt: skip
+        .returning(*dag_runs.c)
+        .cte("closed")
+    )
+    written = sa.select(sa.func.count()).select_from(finished).scalar_subquery()
+    return sa.select(written.label("written"), *closed.c).select_from(
+        sa.select(sa.literal(1).label("one")).subquery().outerjoin(closed, sa.true())
+    )
+
+
 class HotPathMixin(StoreBase):
+    def finish_and_close(
+        self,
+        dedupe_key: str,
+        token: str,
+        *,
+        result: Any,
+        dag_id: str,
+        run_id: str,
+        run_state: str,
+    ) -> tuple[bool, DagRunRecord | None]:
+        """``finish_task_run(state='success')`` and, when it wrote, the DAG run's end in
+        ``run_state`` (from queued or running), in one statement on PostgreSQL (one write
+        transaction on SQLite). Returns (written, the run as this call ended it, or None when
+        the finish did not write or the run had ended already). The caller must know the run's
+        final state: every other task run of it is final."""
+        if run_state not in DAG_RUN_FINISHED_STATES:
+            raise StoreError(f"cannot close DAG run {dag_id}/{run_id} as {run_state!r}")
+        self.check_result(dedupe_key, result)
+        now = utcnow()
+        params = {
+            "p_key": dedupe_key,
+            "p_token": token,
+            "p_state": TASK_SUCCESS,
+            "p_result": result,
+            "p_error": None,
+            "p_traceback": None,
+            "p_ended_at": now,
+            "p_map_count": None,
+        }
+        close = {"p_dag_id": dag_id, "p_run_id": run_id, "p_run_state": run_state}
+        action = f"finishing task run {dedupe_key!r} and closing DAG run {dag_id}/{run_id}"
+        if self.dialect == "postgresql":
+            with self._write(action) as conn:
+                one = conn.execute(_finish_and_close_pg(), params | close).mappings().one()
+            closed = dag_run_record(one) if one["run_id"] is not None else None
+            return bool(one["written"]), closed
+        with self._write(action) as conn:  # BEGIN IMMEDIATE: one write transaction
+            if conn.execute(claim_statements(self.dialect).finish, params).first() is None:
+                return False, None
+            r = dag_runs.c
+            row = (
+                conn.execute(
+                    sa.update(dag_runs)
+                    .where(
+                        r.dag_id == dag_id,
+                        r.run_id == run_id,
+                        r.state.in_(sorted(DAG_RUN_ACTIVE_STATES)),
+                    )
+                    .values(
+                        state=run_state,
+                        ended_at=now,
+                        started_at=sa.func.coalesce(r.started_at, sa.literal(now, UTCDateTime())),
+                    )
+                    .returning(*dag_runs.c)
+                )
+                .mappings()
+                .first()
+            )
+        return True, None if row is None else dag_run_record(row)
+
     def read_and_claim(
         self,
         dag_id: str,

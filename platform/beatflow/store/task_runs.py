@@ -25,11 +25,11 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from beatflow.errors import ResultError, StoreError
+from beatflow.errors import StoreError
 from beatflow.store.base import StoreBase, task_run_record
 from beatflow.store.claim_sql import claim_statements, fresh_lease, lease_clock
 from beatflow.store.dead_letters import dead_letter_values
-from beatflow.store.engine import dumps_json, require_aware, utcnow
+from beatflow.store.engine import require_aware, utcnow
 from beatflow.store.models import dead_letters, is_running, task_runs
 from beatflow.store.records import (
     TASK_FAILED,
@@ -43,9 +43,6 @@ from beatflow.store.records import (
     TaskRunRecord,
 )
 from beatflow.store.text import ERROR_MAX_CHARS, TRACEBACK_MAX_CHARS, clean_text
-
-RESULT_HINT = "put big data in object storage and return its key"
-
 
 # how often a claim retries when the row changes between its statements (e.g. a concurrent reset)
 _CLAIM_ATTEMPTS = 5
@@ -246,27 +243,6 @@ class TaskRunsMixin(StoreBase):
         if row is None:
             raise StoreError(f"task run {dedupe_key!r} vanished right after it was written")
         return row
-
-    def check_result(self, dedupe_key: str, result: Any) -> None:
-        """Raise ResultError unless ``result`` is JSON-serialisable within result_max_bytes."""
-        try:
-            size = len(dumps_json(result).encode())
-        except (TypeError, ValueError) as exc:
-            raise ResultError(
-                f"task run {dedupe_key!r} returned a {type(result).__name__} that is not "
-                f"JSON-serialisable ({exc}); return JSON values (dict, list, str, number, bool, "
-                f"None) of at most {self.result_max_bytes} bytes; {RESULT_HINT}",
-                dedupe_key=dedupe_key,
-                limit=self.result_max_bytes,
-            ) from exc
-        if size > self.result_max_bytes:
-            raise ResultError(
-                f"task run {dedupe_key!r} returned {size} bytes of JSON, over the limit of "
-                f"{self.result_max_bytes} bytes (BEATFLOW_RESULT_MAX_BYTES); {RESULT_HINT}",
-                dedupe_key=dedupe_key,
-                size=size,
-                limit=self.result_max_bytes,
-            )
 
     def set_task_state(
         self,

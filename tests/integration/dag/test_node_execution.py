@@ -165,6 +165,16 @@ def test_a_closing_task_that_retries_closes_the_run_only_when_final(cluster):
     )
 
 
+def test_a_run_ends_in_the_same_write_as_its_closing_tasks_success(cluster):
+    # the closing task read every task run of this small run: its success and the run's end
+    # are one statement, so the run ended when its last task did, to the microsecond
+    final, tasks = cluster.run("t_effect")
+    assert final.state == "success", tasks
+    assert final.ended_at is not None
+    assert final.ended_at == tasks["downstream"].ended_at
+    assert tasks["effect"].ended_at is not None and tasks["effect"].ended_at < final.ended_at
+
+
 def test_a_closing_task_that_fails_for_good_closes_its_run_failed(cluster):
     # t_bad_key's sink runs by all_done after bad_key fails for good; then, a failing sink
     final, tasks = cluster.run("t_bad_key")

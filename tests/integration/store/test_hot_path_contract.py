@@ -128,3 +128,51 @@ def test_no_claim_for_an_ended_run_a_missing_run_or_an_existing_row(store: Store
     run, _, claim = store.read_and_claim("etl", "r9", "z", -1, "etl/r9/z", [])
     assert run is not None and run.state == "cancelled" and claim is None
     assert store.get_task_run("etl/r9/z") is None
+
+
+def _claimed_run(store: Store, run_id: str) -> str:
+    store.create_dag_run("etl", run_id)
+    store.start_queued_dag_runs("etl", 16)
+    claim = store.claim_task_run(f"etl/{run_id}/last", dag_id="etl", run_id=run_id, task_id="last")
+    assert claim.token is not None
+    return claim.token
+
+
+def test_finish_and_close_writes_the_success_and_ends_the_run_together(store: Store):
+    token = _claimed_run(store, "fc1")
+    written, closed = store.finish_and_close(
+        "etl/fc1/last", token, result={"n": 1}, dag_id="etl", run_id="fc1", run_state="success"
+    )
+    assert written and closed is not None
+    assert closed.state == "success" and closed.ended_at is not None
+    row = store.get_task_run("etl/fc1/last")
+    assert row is not None and row.state == "success" and row.result == {"n": 1}
+    stored = store.get_dag_run("etl", "fc1")
+    assert stored is not None and stored.state == "success" and stored.started_at is not None
+
+
+def test_finish_and_close_without_the_lease_writes_nothing_and_leaves_the_run_running(
+    store: Store,
+):
+    _claimed_run(store, "fc2")
+    written, closed = store.finish_and_close(
+        "etl/fc2/last", "not-the-token", result=1, dag_id="etl", run_id="fc2", run_state="success"
+    )
+    assert (written, closed) == (False, None)
+    row = store.get_task_run("etl/fc2/last")
+    assert row is not None and row.state == "running"
+    stored = store.get_dag_run("etl", "fc2")
+    assert stored is not None and stored.state == "running"
+
+
+def test_finish_and_close_of_a_run_ended_elsewhere_writes_the_task_and_closes_nothing(
+    store: Store,
+):
+    token = _claimed_run(store, "fc3")
+    store.transition_dag_run("etl", "fc3", to="cancelled", from_states={"running"})
+    written, closed = store.finish_and_close(
+        "etl/fc3/last", token, result=1, dag_id="etl", run_id="fc3", run_state="success"
+    )
+    assert written and closed is None
+    stored = store.get_dag_run("etl", "fc3")
+    assert stored is not None and stored.state == "cancelled"
