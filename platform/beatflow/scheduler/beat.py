@@ -20,7 +20,12 @@ from redbeat.schedulers import acquire_distributed_beat_lock, get_redis
 from beatflow import connections
 from beatflow.dag.loader import DagBag
 from beatflow.errors import SchedulerError
-from beatflow.runs.fire import FIRE_BATCH_TASK, create_scheduled_run
+from beatflow.runs.fire import (
+    FIRE_BATCH_TASK,
+    create_scheduled_run,
+    create_scheduled_runs,
+    scheduled_draft,
+)
 from beatflow.scheduler import checks, keys
 from beatflow.scheduler.clock import Clock
 from beatflow.scheduler.election import LeaderElection
@@ -93,6 +98,7 @@ class BeatflowScheduler(PeriodicTasks):
             latest_logical_date=lambda d: self.store.latest_scheduled_logical_date(d),
             paused_dag_ids=lambda: self.store.paused_dag_ids(),
             newest_epoch=lambda: self.store.epoch_floor(),
+            create_many=self._create_many,
         )
         self._started = False
         self._closed = False
@@ -306,7 +312,17 @@ class BeatflowScheduler(PeriodicTasks):
                 )
 
     def _create(self, dag_id: str, fire: Fire, epoch: int) -> None:
-        bag = self.folder.bag
-        if bag is None:
+        dag = self._bag().get(dag_id)
+        create_scheduled_run(self.store, dag, fire.tick, fire.trigger, epoch)
+
+    def _create_many(self, fires: Sequence[tuple[str, Fire]], epoch: int) -> None:
+        """The runs of many fires in one fenced transaction; should one DAG's draft or run fail
+        it, the dispatcher makes them DAG by DAG with ``_create``."""
+        bag = self._bag()
+        drafts = [scheduled_draft(bag.get(d), f.tick, f.trigger) for d, f in fires]
+        create_scheduled_runs(self.store, drafts, epoch)
+
+    def _bag(self) -> DagBag:
+        if self.folder.bag is None:
             raise SchedulerError("the dags folder is not loaded yet")
-        create_scheduled_run(self.store, bag.get(dag_id), fire.tick, fire.trigger, epoch)
+        return self.folder.bag

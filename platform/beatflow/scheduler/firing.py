@@ -1,9 +1,9 @@
 """Firing due ticks: read the due entries from the schedule index, plan each DAG's fires from its
-watermark, create each tick's DAG run in the results DB (fenced by the leader epoch), advance the
-watermarks and due times in one fenced Lua call (token and epoch checked where they land), then
-send the batch messages that make workers dispatch the runs. Each DAG on its own: one DAG's bad
-fire never holds another's; a watermark never passes a tick whose run does not exist. Work per
-call is bounded."""
+watermark, create the ticks' DAG runs in the results DB (fenced by the leader epoch, one
+transaction per chunk of fires: creation.py), advance the watermarks and due times in one fenced
+Lua call (token and epoch checked where they land), then send the batch messages that make
+workers dispatch the runs. Each DAG on its own: one DAG's bad fire never holds another's; a
+watermark never passes a tick whose run does not exist. Work per call is bounded."""
 
 from __future__ import annotations
 
@@ -14,8 +14,8 @@ from datetime import datetime, timedelta
 
 import redis
 
-from beatflow.errors import StaleLeaderError, StoreUnavailableError
 from beatflow.scheduler import keys
+from beatflow.scheduler.creation import CHUNK, Create, CreateMany, create_runs
 from beatflow.scheduler.plan import Fire, ScheduleSpec, plan_fires
 from beatflow.times import parse_instant
 
@@ -44,11 +44,6 @@ return 1
 """
 )
 
-# a DAG whose fire failed (not the DB: that DAG alone) is looked at again this much later
-RETRY_DELAY = timedelta(seconds=5)
-
-# creates (or finds) the DAG run of one tick for the given leader epoch
-Create = Callable[[str, Fire, int], None]
 # sends one message carrying a batch of (dag_id, fire) pairs, stamped with the leader epoch
 Send = Callable[[Sequence[tuple[str, Fire]], int], None]
 
@@ -66,15 +61,17 @@ class Dispatcher:
     """Fires the due ticks of the DAGs in ``specs`` (replaced wholesale by each sync)."""
 
     client: redis.Redis
-    create: Create
+    create: Create  # one tick's run: the fallback for a chunk one DAG's bad fire failed
     send: Send
     failover_grace: timedelta
     catchup_window: timedelta
     latest_logical_date: Callable[[str], datetime | None]  # of the DAG's scheduled runs
     paused_dag_ids: Callable[[], set[str]]
     newest_epoch: Callable[[], int]
+    create_many: CreateMany  # the runs of a chunk of fires, in one fenced call
     budget: int = 2000  # fires (and due entries) per call: bounds the work of one tick
     batch: int = 50  # fires per message
+    chunk: int = CHUNK  # fires per fenced call creating their runs
     specs: Mapping[str, ScheduleSpec] | None = None
     unsent: list[tuple[str, Fire]] = field(default_factory=list)  # runs made, message not sent
 
@@ -136,7 +133,16 @@ class Dispatcher:
                     wm,
                     "-" if plan.next_due is None else str(plan.next_due.timestamp()),
                 )
-        made, fenced_out, retry_at = self._create_runs(pending, epoch, now, updates)
+        created = create_runs(
+            pending,
+            epoch=epoch,
+            now=now,
+            updates=updates,
+            create=self.create,
+            create_many=self.create_many,
+            chunk=self.chunk,
+        )
+        made, fenced_out, retry_at = created.made, created.fenced_out, created.retry_at
         if updates and not fenced_out:
             args: list[str | int] = [token, epoch]
             for dag_id, (wm, score) in updates.items():
@@ -167,61 +173,6 @@ class Dispatcher:
             if keys.is_dag_entry(entry):
                 return float(score)
         return None if len(head) < 64 else now.timestamp() + 1.0
-
-    def _create_runs(
-        self,
-        pending: list[tuple[str, Fire]],
-        epoch: int,
-        now: datetime,
-        updates: dict[str, tuple[str, str]],
-    ) -> tuple[list[tuple[str, Fire]], bool, float | None]:
-        """Create the run of every pending fire, oldest first per DAG; trim each DAG's update to
-        the ticks whose run exists. Returns (fires with a run, fenced out, retry time)."""
-        made: list[tuple[str, Fire]] = []
-        by_dag: dict[str, list[Fire]] = {}
-        for dag_id, fire in pending:
-            by_dag.setdefault(dag_id, []).append(fire)
-        retry = str((now + RETRY_DELAY).timestamp())
-        retry_at: float | None = None
-        for n, (dag_id, fires) in enumerate(by_dag.items()):
-            last: Fire | None = None
-            try:
-                for fire in fires:
-                    self.create(dag_id, fire, epoch)
-                    made.append((dag_id, fire))
-                    last = fire
-            except StaleLeaderError as exc:
-                log.warning("beat: %s; stepping back", exc)
-                updates.clear()
-                return made, True, None
-            except StoreUnavailableError as exc:
-                # the DB is down: this and every later DAG stay due, retried next tick
-                left = list(by_dag)[n:]
-                log.warning("beat: results DB unavailable (%s); %d DAGs stay due", exc, len(left))
-                for other in left[1:]:
-                    updates.pop(other, None)
-                retry_at = (now + timedelta(seconds=1)).timestamp()
-                self._keep(dag_id, last, updates, str(retry_at))
-                break
-            except Exception:  # one DAG's bad fire never holds the others
-                log.exception(
-                    "beat: firing DAG %s failed after tick %s; retrying in %ds",
-                    dag_id,
-                    fires[0].tick if last is None else last.tick,
-                    RETRY_DELAY.total_seconds(),
-                    extra={"dag_id": dag_id},
-                )
-                self._keep(dag_id, last, updates, retry)
-                retry_at = min(retry_at or float("inf"), float(retry))
-        return made, False, retry_at
-
-    @staticmethod
-    def _keep(
-        dag_id: str, last: Fire | None, updates: dict[str, tuple[str, str]], score: str
-    ) -> None:
-        """The DAG's watermark stops at the last tick whose run exists; it is due again at
-        ``score``."""
-        updates[dag_id] = ("" if last is None else last.tick.isoformat(), score)
 
     def _send_all(self, made: list[tuple[str, Fire]], epoch: int) -> int:
         """Send the dispatch messages of the runs made (and of those a failed send left)."""

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import signal
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from zoneinfo import ZoneInfo
@@ -23,6 +23,7 @@ from beatflow.scheduler.firing import Dispatcher
 from beatflow.scheduler.plan import Fire, ScheduleSpec
 from beatflow.scheduler.sync import write_entries
 from beatflow.store import Store
+from beatflow.store.records import ScheduledRunDraft
 from tests.integration.scheduler.beatcluster import BeatCluster, beat_cluster
 from tests.integration.scheduler.test_beat_replicas import assert_every_tick_once
 
@@ -87,7 +88,7 @@ def test_a_leader_deposed_in_the_middle_of_a_tick_has_its_runs_and_watermarks_re
     paused, resume = threading.Event(), threading.Event()
     sent: list[tuple[str, Fire]] = []
 
-    def create(dag_id: str, fire: Fire, epoch: int) -> None:
+    def create(dag_id: str, fire: Fire, epoch: int) -> None:  # the DAG-by-DAG fallback
         paused.set()
         resume.wait(30)  # frozen here while the standby takes over
         store.create_fenced_dag_run(
@@ -99,6 +100,15 @@ def test_a_leader_deposed_in_the_middle_of_a_tick_has_its_runs_and_watermarks_re
             leader_epoch=epoch,
         )
 
+    def create_many(fires: Sequence[tuple[str, Fire]], epoch: int) -> None:
+        paused.set()
+        resume.wait(30)  # frozen here while the standby takes over
+        drafts = [
+            ScheduledRunDraft(d, f"scheduled__{f.tick.isoformat()}", f.tick, f.trigger, {})
+            for d, f in fires
+        ]
+        store.create_fenced_dag_runs(drafts, leader_epoch=epoch)
+
     old = Dispatcher(
         client,
         create,
@@ -108,6 +118,7 @@ def test_a_leader_deposed_in_the_middle_of_a_tick_has_its_runs_and_watermarks_re
         latest_logical_date=lambda _: None,
         paused_dag_ids=set,
         newest_epoch=store.epoch_floor,
+        create_many=create_many,
         specs={"fenced": spec},
     )
     try:

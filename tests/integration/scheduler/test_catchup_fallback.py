@@ -3,7 +3,7 @@ results DB: a manual run (whose logical date is the trigger time) must not hide 
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
 from zoneinfo import ZoneInfo
 
@@ -34,6 +34,9 @@ def test_missed_ticks_after_the_last_scheduled_run_fire_though_a_manual_run_is_n
     def create(dag_id: str, fire: Fire, epoch: int) -> None:
         made.append(fire.tick)
 
+    def create_many(fires: Sequence[tuple[str, Fire]], epoch: int) -> None:
+        made.extend(f.tick for _, f in fires)
+
     dispatcher = Dispatcher(
         client,
         create,
@@ -43,6 +46,7 @@ def test_missed_ticks_after_the_last_scheduled_run_fire_though_a_manual_run_is_n
         latest_logical_date=store.latest_scheduled_logical_date,
         paused_dag_ids=set,
         newest_epoch=store.epoch_floor,
+        create_many=create_many,
         specs={"hourly": spec},
     )
     try:

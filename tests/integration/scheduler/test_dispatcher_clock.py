@@ -44,6 +44,7 @@ def run_through(client: redis.Redis, start: datetime, days: int, step: timedelta
         latest_logical_date=lambda _: None,
         paused_dag_ids=set,
         newest_epoch=lambda: 0,
+        create_many=lambda *_: None,
         specs={"daily": spec},
     )
     client.set(keys.LOCK, TOKEN, px=60_000)
@@ -89,6 +90,7 @@ def test_a_stale_leader_advances_nothing(client: redis.Redis) -> None:
         latest_logical_date=lambda _: None,
         paused_dag_ids=set,
         newest_epoch=lambda: 0,
+        create_many=lambda *_: None,
         specs={"every": spec},
     )
     now = datetime(2026, 5, 1, 12, tzinfo=UTC)
