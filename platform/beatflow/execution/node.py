@@ -40,7 +40,7 @@ from beatflow.execution.options import store_retry_delay
 from beatflow.ids import check_run_id
 from beatflow.logs import correlation
 from beatflow.states import DAG_RUN_FINAL, TaskRunState
-from beatflow.store import DeadLetterDraft
+from beatflow.store import DeadLetterDraft, FinishedRun
 
 if TYPE_CHECKING:
     from beatflow.runtime import Runtime
@@ -170,7 +170,9 @@ class Closing:
 
     rows: list[TaskRunRecord] | None = None
     own: TaskRunRecord | None = None
-    closed: DagRunRecord | None = None  # the run, when the task's own finish also ended it
+    # the task's own finish also ended the run: the run as it ended, the waiting runs started
+    closed: DagRunRecord | None = None
+    started: tuple[DagRunRecord, ...] = ()
 
     def tasks(self) -> list[TaskRunRecord] | None:
         """Every task run of the run as it stands, when known without reading."""
@@ -207,6 +209,7 @@ def close_here(
             tasks=closing.tasks() if closing is not None else None,
             on_closed=closed.append if result is not None else None,
             closed=closing.closed if closing is not None else None,
+            started=closing.started if closing is not None else (),
         )
         if closed and result is not None:
             run = closed[0]
@@ -553,10 +556,15 @@ class Attempt:
         budget = self.runtime.settings.result_write_retry_seconds
         run_state = self._closes_as(state)
         if run_state is not None and self.closing is not None:
-            written, self.closing.closed = write_outcome_closing(
+            done = write_outcome_closing(
                 self.runtime.store, self.key, self.token, budget, outcome.get("result"),
-                self.dag.dag_id, self.run.run_id, run_state,
+                self.dag, self.run.run_id, run_state,
             )  # fmt: skip
+            written, self.closing.closed, self.closing.started = (
+                done.written,
+                done.closed,
+                done.started,
+            )
         else:
             written = write_outcome(
                 self.runtime.store, self.key, self.token, budget, state, outcome
@@ -656,22 +664,23 @@ def write_outcome_closing(
     token: str,
     budget: float,
     result: Any,
-    dag_id: str,
+    dag: DAG,
     run_id: str,
     run_state: str,
-) -> tuple[bool, DagRunRecord | None]:
-    """``write_outcome`` of a success that also ends the DAG run in ``run_state``, in one
-    statement (``store.finish_and_close``), with the same in-process retries. Returns (written,
-    the run as this write ended it, or None)."""
+) -> FinishedRun:
+    """``write_outcome`` of a success that also ends the DAG run in ``run_state`` and starts
+    the DAG's waiting runs, in one round trip (``store.finish_and_close``), with the same
+    in-process retries."""
     retrying = _write_retries(key, budget)
-    done: tuple[bool, DagRunRecord | None] = retrying(
+    done: FinishedRun = retrying(
         store.finish_and_close,
         key,
         token,
         result=result,
-        dag_id=dag_id,
+        dag_id=dag.dag_id,
         run_id=run_id,
         run_state=run_state,
+        max_active_runs=dag.max_active_runs,
     )
     return done
 

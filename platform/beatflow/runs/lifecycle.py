@@ -196,6 +196,7 @@ def close_run(
     tasks: Sequence[TaskRunRecord] | None = None,
     on_closed: Callable[[DagRunRecord], None] | None = None,
     closed: DagRunRecord | None = None,
+    started: Sequence[DagRunRecord] = (),
 ) -> str:
     """The canvas's last step (and the reconciler's): set the DAG run's final state once every
     task of it has a final row, then start waiting runs. A run that is not final yet is left
@@ -205,14 +206,15 @@ def close_run(
     they are read afresh when they do not make the run final. ``on_closed``: called with the
     run this call ended instead of sending the DAG-run event (the closing task reports it in
     its own task-succeeded event). ``closed``: the run as the closing task's own finish ended
-    it (``store.finish_and_close``): nothing is left to write, only what follows a close."""
+    it (``store.finish_and_close``), and ``started`` the waiting runs that call started:
+    nothing is left to write, only what follows a close, and those runs to send."""
     store = runtime.store
     try:
         dag = runtime.dag(dag_id)
     except BeatflowError:
         dag = None
     if closed is not None:
-        return _closed(runtime, dag, closed, on_closed)
+        return _closed(runtime, dag, closed, on_closed, started=started)
     state = run_outcome(dag, tasks) if tasks is not None else None
     if state is None:
         state = run_outcome(dag, store.get_task_runs(dag_id, run_id))
@@ -241,9 +243,12 @@ def _closed(
     dag: DAG | None,
     record: DagRunRecord,
     on_closed: Callable[[DagRunRecord], None] | None,
+    *,
+    started: Sequence[DagRunRecord] | None = None,
 ) -> str:
     """What follows a DAG run's end: the announcement, the log line, its event (or
-    ``on_closed``), the DAG's on_failure callback, and the dispatch of waiting runs."""
+    ``on_closed``), the DAG's on_failure callback, and the dispatch of waiting runs (or, when
+    the close already started them, ``started``: sending them)."""
     dag_id, run_id = record.dag_id, record.run_id
     announce.announce(runtime.app, dag_id, run_id, announce.RUN)
     log.info(
@@ -265,7 +270,10 @@ def _closed(
             dag.on_failure(dag_id=dag_id, run_id=run_id, state=record.state)
         except Exception:  # a user's callback must not change the outcome
             log.exception("on_failure callback of DAG %s raised", dag_id)
-    dispatch_quietly(runtime, dag_id)
+    if started is None:
+        dispatch_quietly(runtime, dag_id)
+    else:
+        send_quietly(runtime, dag_id, started)
     return record.state
 
 
@@ -278,6 +286,15 @@ def run_outcome(dag: DAG | None, tasks: Sequence[TaskRunRecord]) -> DagRunState 
 
     expected = {task_id: spec.map_over is not None for task_id, spec in dag.tasks.items()}
     return decide.run_outcome(expected, tasks)
+
+
+def send_quietly(runtime: Runtime, dag_id: str, started: Sequence[DagRunRecord]) -> None:
+    """send_started for a closer that must not fail because of it: a run the broker refuses
+    goes back to queued (the reconciler sends it once the broker is back)."""
+    try:
+        send_started(runtime, dag_id, started)
+    except BrokerUnavailableError as exc:
+        log.warning("%s", exc, extra={"dag_id": dag_id})
 
 
 def dispatch_quietly(runtime: Runtime, dag_id: str) -> int:

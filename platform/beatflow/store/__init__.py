@@ -9,6 +9,7 @@ from beatflow.store.records import (
     DagRunRecord,
     DeadLetterDraft,
     DeadLetterRecord,
+    FinishedRun,
     TaskRunRecord,
     TriggeredRun,
 )
@@ -21,5 +22,6 @@ __all__ = [
     "DeadLetterRecord",
     "Store",
     "TaskRunRecord",
+    "FinishedRun",
     "TriggeredRun",
 ]

@@ -25,7 +25,8 @@ from sqlalchemy.dialects import postgresql
 from beatflow.errors import StoreError
 from beatflow.store.base import StoreBase, dag_run_record, task_run_record
 from beatflow.store.claim_sql import claim_statements, db_clock, fresh_lease
-from beatflow.store.engine import UTCDateTime, utcnow
+from beatflow.store.dag_runs import _start_oldest, oldest_first
+from beatflow.store.engine import UTCDateTime, dumps_json, utcnow
 from beatflow.store.models import dag_runs, task_runs
 from beatflow.store.records import (
     DAG_RUN_ACTIVE_STATES,
@@ -34,6 +35,7 @@ from beatflow.store.records import (
     TASK_SUCCESS,
     Claim,
     DagRunRecord,
+    FinishedRun,
     TaskRunRecord,
 )
 
@@ -144,33 +146,13 @@ def _read_and_claim_pg() -> sa.Select[Any]:
     )
 
 
-@functools.cache
-def _finish_and_close_pg() -> sa.Select[Any]:
-    """The finish statement, and the DAG run's end only if that finish wrote (the lease still
-    held), in one round trip: ``written`` (0 or 1) and the run as the close left it, if it did."""
-    finished = cast(sa.Update, claim_statements("postgresql").finish).cte("finished")
-    r = dag_runs.c
-    ended = sa.bindparam("p_ended_at", type_=UTCDateTime())
-    closed = (
-        sa.update(dag_runs)
-        .where(
-            r.dag_id == sa.bindparam("p_dag_id"),
-            r.run_id == sa.bindparam("p_run_id"),
-            r.state.in_(sorted(DAG_RUN_ACTIVE_STATES)),
-            sa.exists(sa.select(finished.c.dag_id)),
-        )
-        .values(
-            state=sa.bindparam("p_run_state"),
-            ended_at=ended,
-            started_at=sa.func.coalesce(r.started_at, ended),
-        )  # fmt: skip
-        .returning(*dag_runs.c)
-        .cte("closed")
-    )
-    written = sa.select(sa.func.count()).select_from(finished).scalar_subquery()
-    return sa.select(written.label("written"), *closed.c).select_from(
-        sa.select(sa.literal(1).label("one")).subquery().outerjoin(closed, sa.true())
-    )
+# one round trip on PostgreSQL (migration 0010): the lock, the finish, the close, the dispatch
+_FINISH_AND_CLOSE = sa.text(
+    "SELECT f.kind, (f.run).* FROM beatflow_finish_and_close("
+    "CAST(:p_key AS text), CAST(:p_token AS text), CAST(:p_result AS json), :p_ended_at, "
+    "CAST(:p_dag_id AS text), CAST(:p_run_id AS text), CAST(:p_run_state AS text), "
+    "CAST(:p_max AS integer)) AS f"
+).bindparams(sa.bindparam("p_ended_at", type_=UTCDateTime()))
 
 
 class HotPathMixin(StoreBase):
@@ -183,17 +165,40 @@ class HotPathMixin(StoreBase):
         dag_id: str,
         run_id: str,
         run_state: str,
-    ) -> tuple[bool, DagRunRecord | None]:
-        """``finish_task_run(state='success')`` and, when it wrote, the DAG run's end in
-        ``run_state`` (from queued or running), in one statement on PostgreSQL (one write
-        transaction on SQLite). Returns (written, the run as this call ended it, or None when
-        the finish did not write or the run had ended already). The caller must know the run's
-        final state: every other task run of it is final."""
+        max_active_runs: int,
+    ) -> FinishedRun:
+        """``finish_task_run(state='success')``; when it wrote, the DAG run's end in
+        ``run_state`` (from queued or running); when that ended the run, the start of the DAG's
+        oldest queued runs that now fit under ``max_active_runs``. One transaction, taken under
+        the DAG's dispatch lock from its start (one round trip on PostgreSQL, migration 0010),
+        so no queued run is missed (see the migration). The caller must know the run's final
+        state: every other task run of it is final."""
         if run_state not in DAG_RUN_FINISHED_STATES:
             raise StoreError(f"cannot close DAG run {dag_id}/{run_id} as {run_state!r}")
         self.check_result(dedupe_key, result)
         now = utcnow()
-        params = {
+        action = f"finishing task run {dedupe_key!r} and closing DAG run {dag_id}/{run_id}"
+        if self.dialect == "postgresql":
+            call = _FINISH_AND_CLOSE.columns(sa.column("kind", sa.String()), *dag_runs.c)
+            params = {
+                "p_key": dedupe_key,
+                "p_token": token,
+                "p_result": None if result is None else dumps_json(result),
+                "p_ended_at": now,
+                "p_dag_id": dag_id,
+                "p_run_id": run_id,
+                "p_run_state": run_state,
+                "p_max": max_active_runs,
+            }
+            with self._write(action) as conn:
+                rows = conn.execute(call, params).mappings().all()
+            kinds = [r["kind"] for r in rows]
+            if kinds == ["lost"]:
+                return FinishedRun(False)
+            closed = next((dag_run_record(r) for r in rows if r["kind"] == "closed"), None)
+            started = [dag_run_record(r) for r in rows if r["kind"] == "started"]
+            return FinishedRun(True, closed, tuple(oldest_first(started, utcnow())))
+        finish = {
             "p_key": dedupe_key,
             "p_token": token,
             "p_state": TASK_SUCCESS,
@@ -203,36 +208,30 @@ class HotPathMixin(StoreBase):
             "p_ended_at": now,
             "p_map_count": None,
         }
-        close = {"p_dag_id": dag_id, "p_run_id": run_id, "p_run_state": run_state}
-        action = f"finishing task run {dedupe_key!r} and closing DAG run {dag_id}/{run_id}"
-        if self.dialect == "postgresql":
-            with self._write(action) as conn:
-                one = conn.execute(_finish_and_close_pg(), params | close).mappings().one()
-            closed = dag_run_record(one) if one["run_id"] is not None else None
-            return bool(one["written"]), closed
-        with self._write(action) as conn:  # BEGIN IMMEDIATE: one write transaction
-            if conn.execute(claim_statements(self.dialect).finish, params).first() is None:
-                return False, None
-            r = dag_runs.c
-            row = (
-                conn.execute(
-                    sa.update(dag_runs)
-                    .where(
-                        r.dag_id == dag_id,
-                        r.run_id == run_id,
-                        r.state.in_(sorted(DAG_RUN_ACTIVE_STATES)),
-                    )
-                    .values(
-                        state=run_state,
-                        ended_at=now,
-                        started_at=sa.func.coalesce(r.started_at, sa.literal(now, UTCDateTime())),
-                    )
-                    .returning(*dag_runs.c)
-                )
-                .mappings()
-                .first()
+        r = dag_runs.c
+        close = (
+            sa.update(dag_runs)
+            .where(
+                r.dag_id == dag_id,
+                r.run_id == run_id,
+                r.state.in_(sorted(DAG_RUN_ACTIVE_STATES)),
             )
-        return True, None if row is None else dag_run_record(row)
+            .values(
+                state=run_state,
+                ended_at=now,
+                started_at=sa.func.coalesce(r.started_at, sa.literal(now, UTCDateTime())),
+            )
+            .returning(*dag_runs.c)
+        )
+        with self._write(action) as conn:  # BEGIN IMMEDIATE: SQLite's write lock throughout
+            if conn.execute(claim_statements(self.dialect).finish, finish).first() is None:
+                return FinishedRun(False)
+            row = conn.execute(close).mappings().first()
+            if row is None:
+                return FinishedRun(True)
+            moved = conn.execute(_start_oldest(dag_id, max_active_runs, now)).mappings()
+            started = [dag_run_record(m) for m in moved]
+        return FinishedRun(True, dag_run_record(row), tuple(oldest_first(started, now)))
 
     def read_and_claim(
         self,

@@ -102,6 +102,18 @@ class ScheduledRunDraft:
 
 
 @dataclass(frozen=True, slots=True)
+class FinishedRun:
+    """What ``finish_and_close`` did: whether the task run's success was ``written`` (False:
+    its lease was taken over, nothing written), the DAG run as this call ``closed`` it (None:
+    not written, or the run had ended already), and the waiting runs it ``started`` (oldest
+    first), which the caller sends."""
+
+    written: bool
+    closed: DagRunRecord | None = None
+    started: tuple[DagRunRecord, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
 class TriggeredRun:
     """What creating a DAG run and dispatching its DAG in one transaction did: ``run`` as it
     stands afterwards, whether this call ``created`` it, and every run the dispatch

@@ -3,10 +3,15 @@ rows a task needs (its upstream's and its own), so a mapped instance never reads
 
 from __future__ import annotations
 
+import queue
+import threading
+import time
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from beatflow.store import Store
 from beatflow.store.hot import MAX_BOUND_UPSTREAM
+from tests.integration.store.conftest import MakeStore
 
 
 def seed(store: Store, width: int = 10) -> None:
@@ -140,10 +145,12 @@ def _claimed_run(store: Store, run_id: str) -> str:
 
 def test_finish_and_close_writes_the_success_and_ends_the_run_together(store: Store):
     token = _claimed_run(store, "fc1")
-    written, closed = store.finish_and_close(
-        "etl/fc1/last", token, result={"n": 1}, dag_id="etl", run_id="fc1", run_state="success"
-    )
-    assert written and closed is not None
+    done = store.finish_and_close(
+        "etl/fc1/last", token, result={"n": 1}, dag_id="etl", run_id="fc1", run_state="success",
+        max_active_runs=16,
+    )  # fmt: skip
+    closed = done.closed
+    assert done.written and closed is not None and done.started == ()
     assert closed.state == "success" and closed.ended_at is not None
     row = store.get_task_run("etl/fc1/last")
     assert row is not None and row.state == "success" and row.result == {"n": 1}
@@ -155,10 +162,11 @@ def test_finish_and_close_without_the_lease_writes_nothing_and_leaves_the_run_ru
     store: Store,
 ):
     _claimed_run(store, "fc2")
-    written, closed = store.finish_and_close(
-        "etl/fc2/last", "not-the-token", result=1, dag_id="etl", run_id="fc2", run_state="success"
-    )
-    assert (written, closed) == (False, None)
+    done = store.finish_and_close(
+        "etl/fc2/last", "not-the-token", result=1, dag_id="etl", run_id="fc2", run_state="success",
+        max_active_runs=16,
+    )  # fmt: skip
+    assert (done.written, done.closed, done.started) == (False, None, ())
     row = store.get_task_run("etl/fc2/last")
     assert row is not None and row.state == "running"
     stored = store.get_dag_run("etl", "fc2")
@@ -170,9 +178,113 @@ def test_finish_and_close_of_a_run_ended_elsewhere_writes_the_task_and_closes_no
 ):
     token = _claimed_run(store, "fc3")
     store.transition_dag_run("etl", "fc3", to="cancelled", from_states={"running"})
-    written, closed = store.finish_and_close(
-        "etl/fc3/last", token, result=1, dag_id="etl", run_id="fc3", run_state="success"
-    )
-    assert written and closed is None
+    store.create_dag_run("etl", "fc3-waiting")  # queued: not started by a close that did not close
+    done = store.finish_and_close(
+        "etl/fc3/last", token, result=1, dag_id="etl", run_id="fc3", run_state="success",
+        max_active_runs=16,
+    )  # fmt: skip
+    assert done.written and done.closed is None and done.started == ()
     stored = store.get_dag_run("etl", "fc3")
     assert stored is not None and stored.state == "cancelled"
+
+
+def test_finish_and_close_starts_the_waiting_runs_the_freed_slot_allows_oldest_first(
+    store: Store,
+):
+    token = _claimed_run(store, "fc4")  # the DAG's one slot (max_active_runs=1) is fc4's
+    store.create_dag_run("etl", "later", logical_date=datetime(2026, 1, 2, tzinfo=UTC))
+    store.create_dag_run("etl", "earlier", logical_date=datetime(2026, 1, 1, tzinfo=UTC))
+    assert store.start_queued_dag_runs("etl", 1) == []  # full
+    done = store.finish_and_close(
+        "etl/fc4/last", token, result=None, dag_id="etl", run_id="fc4", run_state="failed",
+        max_active_runs=1,
+    )  # fmt: skip
+    assert done.closed is not None and done.closed.state == "failed"
+    assert [r.run_id for r in done.started] == ["earlier"]
+    assert [r.state for r in done.started] == ["running"]
+    row = store.get_task_run("etl/fc4/last")
+    assert row is not None and row.state == "success" and row.result is None
+    later = store.get_dag_run("etl", "later")
+    assert later is not None and later.state == "queued"
+
+
+STALL_SECONDS = 10.0
+
+
+@dataclass
+class _Race:
+    """Triggers and closers of one DAG with one slot, on stores of their own (threads)."""
+
+    runs: int
+    ready: queue.Queue[str] = field(default_factory=queue.Queue)  # started, to be closed
+    closed: list[str] = field(default_factory=list)
+    errors: list[BaseException] = field(default_factory=list)
+    triggered: threading.Event = field(default_factory=threading.Event)  # every trigger done
+    progress: float = field(default_factory=time.monotonic)  # when a run was last closed
+
+    def trigger(self, s: Store, ids: list[str]) -> None:
+        try:
+            for run_id in ids:
+                for r in s.create_and_start_dag_run("race", run_id, 1).started:
+                    self.ready.put(r.run_id)
+        except BaseException as exc:  # noqa: BLE001 - reported by the test's assertion
+            self.errors.append(exc)
+
+    def close(self, s: Store) -> None:
+        try:
+            while len(self.closed) < self.runs and not self._stuck(s):
+                try:
+                    run_id = self.ready.get(timeout=0.2)
+                except queue.Empty:
+                    continue
+                key = f"race/{run_id}/t"
+                claim = s.claim_task_run(key, dag_id="race", run_id=run_id, task_id="t")
+                assert claim.token is not None
+                done = s.finish_and_close(
+                    key, claim.token, result=None, dag_id="race", run_id=run_id,
+                    run_state="success", max_active_runs=1,
+                )  # fmt: skip
+                assert done.written and done.closed is not None
+                self.closed.append(run_id)
+                self.progress = time.monotonic()
+                for r in done.started:
+                    self.ready.put(r.run_id)
+        except BaseException as exc:  # noqa: BLE001 - reported by the test's assertion
+            self.errors.append(exc)
+
+    def _stuck(self, s: Store) -> bool:
+        """A queued run with its slot free and nothing left to start it (a lost wake-up), or
+        no run closed for 10 s once every trigger is done (a run started and never handed
+        on)."""
+        if not self.triggered.is_set() or not self.ready.empty():
+            return False
+        if time.monotonic() - self.progress > STALL_SECONDS:
+            return True
+        return not s.list_dag_runs("race", state="running") and bool(
+            s.list_dag_runs("race", state="queued")
+        )
+
+
+def test_triggers_racing_closes_never_leave_a_run_queued_behind_a_free_slot(
+    make_store: MakeStore,
+):
+    """Two triggers and two closers on a DAG with one slot: every close starts the next waiting
+    run, a trigger starts its run when the slot is free; once every run has been triggered and
+    every started one closed, none is left queued (a lost wake-up would leave one)."""
+    race = _Race(runs=40)
+    ids = [f"r{i:02d}" for i in range(race.runs)]
+    closers = [threading.Thread(target=race.close, args=(make_store(),)) for _ in range(2)]
+    triggers = [
+        threading.Thread(target=race.trigger, args=(make_store(), ids[n::2])) for n in range(2)
+    ]
+    for t in closers + triggers:
+        t.start()
+    for t in triggers:
+        t.join(120)
+    race.triggered.set()
+    for t in closers:
+        t.join(120)
+    assert not any(t.is_alive() for t in closers + triggers)
+    assert race.errors == []
+    assert make_store().list_dag_runs("race", state="queued") == []
+    assert sorted(race.closed) == ids  # each run started and closed once
