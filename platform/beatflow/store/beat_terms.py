@@ -83,9 +83,28 @@ class BeatTermsMixin(StoreBase):
         newer leader epoch is recorded."""
         if not drafts:
             return []
+        action = f"creating {len(drafts)} scheduled DAG run(s)"
+        with self._write(action, transaction=True) as conn:
+            self._fence(conn, leader_epoch, refuse=True)
+            return self._insert_drafts(conn, drafts, leader_epoch)
+
+    def create_dag_runs(
+        self, drafts: Sequence[ScheduledRunDraft]
+    ) -> list[tuple[DagRunRecord, bool]]:
+        """Many DAG runs without a leader's fence (a backfill), in one transaction and one
+        multi-row insert: ``(run, created)`` per draft, in order; an existing run is kept as
+        it is."""
+        if not drafts:
+            return []
+        with self._write(f"creating {len(drafts)} DAG run(s)", transaction=True) as conn:
+            return self._insert_drafts(conn, drafts, None)
+
+    def _insert_drafts(
+        self, conn: sa.Connection, drafts: Sequence[ScheduledRunDraft], epoch: int | None
+    ) -> list[tuple[DagRunRecord, bool]]:
         now = utcnow()
         unique = {(d.dag_id, d.run_id): d for d in drafts}
-        rows = [_scheduled_values(d, leader_epoch, now) for d in unique.values()]
+        rows = [_scheduled_values(d, epoch, now) for d in unique.values()]
         insert = (
             self._insert(dag_runs)
             .values(rows)
@@ -93,17 +112,14 @@ class BeatTermsMixin(StoreBase):
             .returning(*dag_runs.c)
         )
         pair = sa.tuple_(dag_runs.c.dag_id, dag_runs.c.run_id)
-        with self._write(f"creating {len(rows)} scheduled DAG run(s)", transaction=True) as conn:
-            self._fence(conn, leader_epoch, refuse=True)
-            made = {
-                (r.dag_id, r.run_id): r
-                for r in map(dag_run_record, conn.execute(insert).mappings())
-            }
-            others = sorted(key for key in unique if key not in made)
-            found: dict[tuple[str, str], DagRunRecord] = {}
-            if others:
-                rows_found = conn.execute(sa.select(dag_runs).where(pair.in_(others))).mappings()
-                found = {(r.dag_id, r.run_id): r for r in map(dag_run_record, rows_found)}
+        made = {
+            (r.dag_id, r.run_id): r for r in map(dag_run_record, conn.execute(insert).mappings())
+        }
+        others = sorted(key for key in unique if key not in made)
+        found: dict[tuple[str, str], DagRunRecord] = {}
+        if others:
+            rows_found = conn.execute(sa.select(dag_runs).where(pair.in_(others))).mappings()
+            found = {(r.dag_id, r.run_id): r for r in map(dag_run_record, rows_found)}
         out: list[tuple[DagRunRecord, bool]] = []
         seen: set[tuple[str, str]] = set()
         for d in drafts:
@@ -146,7 +162,9 @@ class BeatTermsMixin(StoreBase):
         return newest
 
 
-def _scheduled_values(draft: ScheduledRunDraft, leader_epoch: int, now: datetime) -> dict[str, Any]:
+def _scheduled_values(
+    draft: ScheduledRunDraft, leader_epoch: int | None, now: datetime
+) -> dict[str, Any]:
     d = draft
     failed = d.failure_reason is not None
     return {

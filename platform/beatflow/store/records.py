@@ -90,8 +90,9 @@ class DagRunRecord:
 
 @dataclass(frozen=True, slots=True)
 class ScheduledRunDraft:
-    """A scheduled DAG run to create behind the leader-epoch fence: queued, or failed with
-    ``failure_reason`` when it cannot run (a required param without a default)."""
+    """A scheduled DAG run to create (behind the leader-epoch fence for the beat's, without it
+    for a backfill's): queued, or failed with ``failure_reason`` when it cannot run (a
+    required param without a default)."""
 
     dag_id: str
     run_id: str

@@ -11,6 +11,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
+import sqlalchemy as sa
 from celery import Celery
 
 from beatflow.app import create_app
@@ -37,6 +38,11 @@ def app(redis_url: str, sqlite_url: str, tmp_path: Path) -> Iterator[Celery]:
         ).replace("from datetime import timedelta", "from datetime import datetime, timezone")
     )
     (dags / "beat_manual.py").write_text(dag_source("beat_manual", schedule="None"))
+    (dags / "beat_capped.py").write_text(
+        dag_source("beat_capped", schedule="'0 * * * *'").replace(
+            "max_active_runs=10000", "max_active_runs=3"
+        )
+    )
     settings = Settings(broker_url=redis_url, database_url=sqlite_url, dags_folder=str(dags))
     app = create_app(settings)
     yield app
@@ -53,6 +59,26 @@ def test_backfill_creates_one_run_per_tick_inside_start_date_and_is_idempotent(a
     assert [r.run_id for r in again] == [r.run_id for r in runs]
     store = runtime_of(app).store
     assert len(store.list_dag_runs("beat_hourly", limit=100)) == 4
+
+
+def test_a_long_backfill_is_a_few_transactions_and_starts_the_oldest_runs(app: Celery) -> None:
+    store = runtime_of(app).store  # opened (and its schema checked) before counting
+    commits: list[object] = []
+
+    def count(conn: object) -> None:
+        commits.append(conn)
+
+    sa.event.listen(store._engine, "commit", count)
+    try:
+        runs = backfill(app, "beat_capped", START, START + timedelta(hours=599))
+    finally:
+        sa.event.remove(store._engine, "commit", count)
+    assert len(runs) == 600  # 00:00 to 23:00, 24 days later
+    # two inserts of at most 500 runs and one dispatch: not a transaction per tick
+    assert len(commits) <= 3, len(commits)
+    # the oldest three fill max_active_runs=3; the rest wait queued
+    assert [r.state for r in runs] == ["running"] * 3 + ["queued"] * 597
+    assert [r.logical_date for r in runs] == sorted(r.logical_date for r in runs)  # type: ignore[type-var]
 
 
 def test_backfill_stops_at_now_and_leaves_future_ticks_to_the_beat(app: Celery) -> None:
