@@ -560,11 +560,8 @@ class Attempt:
                 self.runtime.store, self.key, self.token, budget, outcome.get("result"),
                 self.dag, self.run.run_id, run_state,
             )  # fmt: skip
-            written, self.closing.closed, self.closing.started = (
-                done.written,
-                done.closed,
-                done.started,
-            )
+            written = done.written
+            self.closing.closed, self.closing.started = done.closed, done.started
         else:
             written = write_outcome(
                 self.runtime.store, self.key, self.token, budget, state, outcome

@@ -22,7 +22,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 MAX_BACKFILL_TICKS = 10_000
-CREATE_CHUNK = 500  # runs per insert: well under PostgreSQL's and SQLite's parameter limits
 
 
 def backfill_ticks(app: Celery, dag_id: str, start: datetime, end: datetime) -> list[datetime]:
@@ -62,11 +61,11 @@ def backfill(app: Celery, dag_id: str, start: datetime, end: datetime) -> list[D
     """Create (or find) one DAG run per tick in ``[start, end]``; extra runs beyond the DAG's
     max_active_runs wait queued. Returns the runs, oldest first.
 
-    The runs are created in multi-row inserts of at most ``CREATE_CHUNK`` (one transaction
-    each), then the DAG's oldest queued runs are started and sent once: thousands of ticks cost
-    a few round trips, not a trigger each. A conf the DAG refuses (a required param without a
-    default) creates nothing; a broker that cannot be reached leaves the runs queued
-    (BrokerUnavailableError; the reconciler, or the same backfill again, sends them)."""
+    The runs are created in multi-row inserts (``store.create_dag_runs``), then the DAG's
+    oldest queued runs are started and sent once: thousands of ticks cost a few round trips,
+    not a trigger each. A conf the DAG refuses (a required param without a default) creates
+    nothing; a broker that cannot be reached leaves the runs queued (BrokerUnavailableError;
+    the reconciler, or the same backfill again, sends them)."""
     runtime = runtime_of(app)
     dag = runtime.dag(dag_id)
     ticks = backfill_ticks(app, dag_id, start, end)
@@ -75,12 +74,9 @@ def backfill(app: Celery, dag_id: str, start: datetime, end: datetime) -> list[D
         ScheduledRunDraft(dag_id, make_run_id("scheduled", tick), tick, "backfill", conf)
         for tick in ticks
     ]
-    runs: list[DagRunRecord] = []
-    created = 0
-    for i in range(0, len(drafts), CREATE_CHUNK):
-        for record, new in runtime.store.create_dag_runs(drafts[i : i + CREATE_CHUNK]):
-            runs.append(record)
-            created += new
+    made = runtime.store.create_dag_runs(drafts)
+    runs = [record for record, _ in made]
+    created = sum(new for _, new in made)
     log.info(
         "backfill of %s: %d runs, %d created",
         dag_id,
@@ -89,6 +85,6 @@ def backfill(app: Celery, dag_id: str, start: datetime, end: datetime) -> list[D
         extra={"dag_id": dag_id},
     )
     started = runtime.store.start_queued_dag_runs(dag_id, dag.max_active_runs)
-    now = {r.run_id: r for r in started}
     send_started(runtime, dag_id, started)
-    return [now.get(r.run_id, r) for r in runs]
+    as_started = {r.run_id: r for r in started}
+    return [as_started.get(r.run_id, r) for r in runs]

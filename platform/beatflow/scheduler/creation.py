@@ -11,6 +11,7 @@ from datetime import datetime, timedelta
 
 from beatflow.errors import StaleLeaderError, StoreUnavailableError
 from beatflow.scheduler.plan import Fire
+from beatflow.store.records import INSERT_CHUNK
 
 log = logging.getLogger(__name__)
 
@@ -18,9 +19,8 @@ log = logging.getLogger(__name__)
 RETRY_DELAY = timedelta(seconds=5)
 # the DB is down: the DAGs whose runs were not all made are looked at again this much later
 DOWN_DELAY = timedelta(seconds=1)
-# fires per fenced call: about a dozen bind parameters a run keeps one multi-row INSERT far
-# under PostgreSQL's 65,535 and SQLite's 32,766
-CHUNK = 500
+# fires per fenced call: one multi-row INSERT each
+CHUNK = INSERT_CHUNK
 
 # creates (or finds) the DAG run of one tick for the given leader epoch
 Create = Callable[[str, Fire, int], None]
@@ -57,9 +57,7 @@ def create_runs(
     - Anything else failing a chunk: that chunk DAG by DAG through ``create``, so one DAG's bad
       fire never holds the others; that DAG is retried after RETRY_DELAY, its later fires then.
     """
-    by_dag: dict[str, list[Fire]] = {}
-    for dag_id, fire in pending:
-        by_dag.setdefault(dag_id, []).append(fire)
+    by_dag = _by_dag(pending)
     ordered = [(dag_id, fire) for dag_id, fires in by_dag.items() for fire in fires]
     work = _Creation(create, create_many, epoch, now, updates)
     try:
@@ -79,6 +77,14 @@ def create_runs(
         for dag_id in short:
             work.keep(dag_id, due)
     return Created(work.made, False, work.retry_at)
+
+
+def _by_dag(fires: Sequence[tuple[str, Fire]]) -> dict[str, list[Fire]]:
+    """Each DAG's fires, in the order given (DAGs in the order first seen)."""
+    by_dag: dict[str, list[Fire]] = {}
+    for dag_id, fire in fires:
+        by_dag.setdefault(dag_id, []).append(fire)
+    return by_dag
 
 
 @dataclass
@@ -113,10 +119,7 @@ class _Creation:
             self.record(fires)
 
     def one_by_one(self, fires: list[tuple[str, Fire]]) -> None:
-        by_dag: dict[str, list[Fire]] = {}
-        for dag_id, fire in fires:
-            by_dag.setdefault(dag_id, []).append(fire)
-        for dag_id, mine in by_dag.items():
+        for dag_id, mine in _by_dag(fires).items():
             for fire in mine:
                 try:
                     self.create(dag_id, fire, self.epoch)

@@ -18,6 +18,7 @@ from beatflow.store.models import beat_terms, dag_runs
 from beatflow.store.records import (
     DAG_FAILED,
     DAG_QUEUED,
+    INSERT_CHUNK,
     TRIGGER_BACKFILL,
     TRIGGER_CATCHUP,
     TRIGGER_SCHEDULED,
@@ -91,13 +92,15 @@ class BeatTermsMixin(StoreBase):
     def create_dag_runs(
         self, drafts: Sequence[ScheduledRunDraft]
     ) -> list[tuple[DagRunRecord, bool]]:
-        """Many DAG runs without a leader's fence (a backfill), in one transaction and one
-        multi-row insert: ``(run, created)`` per draft, in order; an existing run is kept as
-        it is."""
-        if not drafts:
-            return []
-        with self._write(f"creating {len(drafts)} DAG run(s)", transaction=True) as conn:
-            return self._insert_drafts(conn, drafts, None)
+        """Many DAG runs without a leader's fence (a backfill): one transaction and one
+        multi-row insert per INSERT_CHUNK drafts. ``(run, created)`` per draft, in order; an
+        existing run is kept as it is."""
+        out: list[tuple[DagRunRecord, bool]] = []
+        for i in range(0, len(drafts), INSERT_CHUNK):
+            chunk = drafts[i : i + INSERT_CHUNK]
+            with self._write(f"creating {len(chunk)} DAG run(s)", transaction=True) as conn:
+                out += self._insert_drafts(conn, chunk, None)
+        return out
 
     def _insert_drafts(
         self, conn: sa.Connection, drafts: Sequence[ScheduledRunDraft], epoch: int | None

@@ -79,6 +79,34 @@ def oldest_first(runs: list[DagRunRecord], now: datetime) -> list[DagRunRecord]:
     return sorted(runs, key=lambda r: (r.logical_date is None, r.logical_date or now, r.run_id))
 
 
+def transition_statement(
+    dag_id: str,
+    run_id: str,
+    to: str,
+    from_states: Collection[str],
+    now: datetime,
+    reason: str | None = None,
+) -> sa.Executable:
+    """The conditional UPDATE ... RETURNING that moves a run from one of ``from_states`` to
+    ``to`` (see ``transition_dag_run``)."""
+    values: dict[str, Any]
+    if to in DAG_RUN_FINISHED_STATES:
+        values = {
+            "ended_at": now,
+            "started_at": sa.func.coalesce(dag_runs.c.started_at, sa.literal(now, UTCDateTime())),
+        }
+        if reason is not None:
+            values["failure_reason"] = reason
+    else:
+        values = {"ended_at": None, "failure_reason": None, "resume_count": 0, "resume_after": None}
+    return (
+        sa.update(dag_runs)
+        .where(_where(dag_id, run_id), dag_runs.c.state.in_(sorted(from_states)))
+        .values(state=to, **values)
+        .returning(*dag_runs.c)
+    )
+
+
 def _start_oldest(dag_id: str, max_active_runs: int, now: datetime) -> sa.Executable:
     """queued -> running for the oldest queued runs that fit under ``max_active_runs`` running
     ones, returning them: the free slots (the count capped at the limit), the LIMIT'ed select
@@ -311,35 +339,9 @@ class DagRunsMixin(StoreBase):
         UPDATE ... RETURNING), or None when it did not move it."""
         if to not in DAG_RUN_STATES:
             raise StoreError(f"unknown DAG run state {to!r} for DAG run {dag_id}/{run_id}")
-        now = utcnow()
-        values: dict[str, Any]
-        if to in DAG_RUN_FINISHED_STATES:
-            values = {
-                "ended_at": now,
-                "started_at": sa.func.coalesce(
-                    dag_runs.c.started_at, sa.literal(now, UTCDateTime())
-                ),
-            }
-            if reason is not None:
-                values["failure_reason"] = reason
-        else:
-            values = {
-                "ended_at": None,
-                "failure_reason": None,
-                "resume_count": 0,
-                "resume_after": None,
-            }
+        move = transition_statement(dag_id, run_id, to, from_states, utcnow(), reason)
         with self._write(f"moving DAG run {dag_id}/{run_id} to {to}") as conn:
-            row = (
-                conn.execute(
-                    sa.update(dag_runs)
-                    .where(_where(dag_id, run_id), dag_runs.c.state.in_(sorted(from_states)))
-                    .values(state=to, **values)
-                    .returning(*dag_runs.c)
-                )
-                .mappings()
-                .first()
-            )
+            row = conn.execute(move).mappings().first()
         return None if row is None else dag_run_record(row)
 
     def record_resume(

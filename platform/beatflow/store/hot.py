@@ -25,7 +25,7 @@ from sqlalchemy.dialects import postgresql
 from beatflow.errors import StoreError
 from beatflow.store.base import StoreBase, dag_run_record, task_run_record
 from beatflow.store.claim_sql import claim_statements, db_clock, fresh_lease
-from beatflow.store.dag_runs import _start_oldest, oldest_first
+from beatflow.store.dag_runs import _start_oldest, oldest_first, transition_statement
 from beatflow.store.engine import UTCDateTime, dumps_json, utcnow
 from beatflow.store.models import dag_runs, task_runs
 from beatflow.store.records import (
@@ -208,21 +208,7 @@ class HotPathMixin(StoreBase):
             "p_ended_at": now,
             "p_map_count": None,
         }
-        r = dag_runs.c
-        close = (
-            sa.update(dag_runs)
-            .where(
-                r.dag_id == dag_id,
-                r.run_id == run_id,
-                r.state.in_(sorted(DAG_RUN_ACTIVE_STATES)),
-            )
-            .values(
-                state=run_state,
-                ended_at=now,
-                started_at=sa.func.coalesce(r.started_at, sa.literal(now, UTCDateTime())),
-            )
-            .returning(*dag_runs.c)
-        )
+        close = transition_statement(dag_id, run_id, run_state, DAG_RUN_ACTIVE_STATES, now)
         with self._write(action) as conn:  # BEGIN IMMEDIATE: SQLite's write lock throughout
             if conn.execute(claim_statements(self.dialect).finish, finish).first() is None:
                 return FinishedRun(False)
