@@ -50,5 +50,15 @@ with DAG("t_chain", params={"scale": 1}):
 with DAG("t_map"):
     collect(square.map(numbers()))
 
+
+@task
+def share(x: int, xs: list[int], scale: list[int]) -> float:
+    return x * scale[0] / sum(xs)
+
+
+with DAG("t_map_whole"):  # the instances also take the whole list it maps over
+    src = numbers()
+    collect(share.map(src, src, scale=numbers.override(task_id="scale")()))
+
 with DAG("t_map_empty"):
     collect(square.map(double.override(task_id="empty_list")([])))

@@ -95,9 +95,14 @@ class TaskSpec:
     line: int | None = None
 
     @property
-    def data_upstream(self) -> set[str]:
+    def argument_upstream(self) -> set[str]:
+        """The tasks whose results this task's arguments name (its ``.map()`` source aside)."""
         refs = {a.task_id for a in _walk_refs(self.args)}
-        refs |= {a.task_id for a in _walk_refs(tuple(self.kwargs.values()))}
+        return refs | {a.task_id for a in _walk_refs(tuple(self.kwargs.values()))}
+
+    @property
+    def data_upstream(self) -> set[str]:
+        refs = self.argument_upstream
         if self.map_over:
             refs.add(self.map_over)
         return refs

@@ -328,14 +328,19 @@ def _read(
     run_id: str,
     index: int,
     closing: Closing | None,
-) -> tuple[DagRunRecord | None, list[TaskRunRecord], Claim | None]:
-    """The DAG run, the rows this task needs, and the claim when the read could make it."""
+) -> tuple[DagRunRecord | None, list[TaskRunRecord], Claim | None, bool]:
+    """The DAG run, the rows this task needs, the claim when the read could make it, and
+    whether a mapped instance's read gave only its own item of its source's list."""
     # One statement reads the run and the rows this task needs: its upstream's and its own (a
     # mapped instance never reads its siblings; a 10,000-wide fan-in reads its run once). When
     # the rows make the claim certain, the same statement claims (see _claims_when_ready). A
     # closing task reads every task run of a small run with them, to close it without a read.
+    # A mapped instance reads only its own item of the list it maps over, and its expander's
+    # row for the number of items (see _map_item).
     keys = _row_keys(dag, spec, run_id, index)
-    also = _whole_run_keys(dag, run_id) if closing is not None and keys is not None else None
+    whole = _whole_run_keys(dag, run_id) if closing is not None and keys is not None else None
+    item = _map_item(dag, spec, run_id, index) if keys is not None else None
+    also = whole or ([default_dedupe_key(dag.dag_id, run_id, spec.task_id)] if item else None)
     claim = None
     if keys is not None and _claims_when_ready(spec.trigger_rule, len(spec.upstream)):
         run, rows, claim = store.read_and_claim(
@@ -346,17 +351,31 @@ def _read(
             keys[0],
             keys[1:],
             also=also or (),
+            element=item,
             worker=task.request.hostname,
             celery_task_id=task.request.id,
         )
     else:
         wanted = keys if keys is None or also is None else sorted({*keys, *also})
         run, rows = store.read_for_task(
-            dag.dag_id, run_id, spec.task_id, index, spec.upstream, keys=wanted
+            dag.dag_id, run_id, spec.task_id, index, spec.upstream, keys=wanted, element=item
         )
-    if closing is not None and also is not None:
+    if closing is not None and whole is not None:
         closing.rows = rows
-    return run, rows, claim
+    return run, rows, claim, item is not None
+
+
+def _map_item(dag: DAG, spec: TaskSpec, run_id: str, index: int) -> tuple[str, int] | None:
+    """For a .map() instance, the (source row's key, index) of its own item, read instead of
+    the whole list (O(1) bytes per instance, not O(width): a 10,000-wide map would move 10^4
+    lists of 10^4 items). None, and the whole list is read, when the source row's key is not
+    the default one, the source is itself mapped, or another argument takes the whole list."""
+    if spec.map_over is None or index < 0 or spec.map_over in spec.argument_upstream:
+        return None
+    source = dag.tasks.get(spec.map_over)
+    if source is None or source.map_over or source.dedupe_key is not None:
+        return None
+    return default_dedupe_key(dag.dag_id, run_id, spec.map_over), index
 
 
 def _whole_run_keys(dag: DAG, run_id: str) -> list[str] | None:
@@ -378,7 +397,7 @@ def _run(
     closing: Closing | None = None,
 ) -> dict[str, Any] | None:
     store = runtime.store
-    run, rows, claim = _read(store, task, dag, spec, run_id, index, closing)
+    run, rows, claim, item_only = _read(store, task, dag, spec, run_id, index, closing)
     if run is None:
         log.error("no DAG run %s/%s in the results database; message dropped", dag.dag_id, run_id)
         return None
@@ -453,7 +472,7 @@ def _run(
     assert claim.token is not None
     attempt = Attempt(
         runtime, task, dag, spec, run, key, claim.token, index, claim.record.try_number,
-        record=claim.record, closing=closing,
+        record=claim.record, closing=closing, item_only=item_only,
     )  # fmt: skip
     if decision.action is Action.FAIL_WORKER_LOST:
         attempt.fail(decision.reason, None, tries=attempt.try_number - 1)
@@ -516,9 +535,15 @@ def upstream_results(dag: DAG, rows: Iterable[TaskRunRecord]) -> dict[str, Any]:
     return results
 
 
+class NoSuchItemError(Exception):
+    """A mapped instance's index is past the end of the list its task maps over."""
+
+
 def _inputs(
-    dag: DAG, spec: TaskSpec, index: int, rows: list[TaskRunRecord]
+    dag: DAG, spec: TaskSpec, index: int, rows: list[TaskRunRecord], *, item_only: bool = False
 ) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    """The arguments of a task run from its upstream rows. ``item_only``: a mapped instance's
+    read gave its own item as its source's result (``_map_item``), and the expander's row."""
     results = upstream_results(dag, (t for t in rows if t.task_id != spec.task_id))
 
     def resolve(value: Any) -> Any:
@@ -527,9 +552,24 @@ def _inputs(
     args = tuple(resolve(a) for a in spec.args)
     kwargs = {k: resolve(v) for k, v in spec.kwargs.items()}
     if spec.map_over:
+        if item_only:
+            expander = next(
+                (t for t in rows if t.task_id == spec.task_id and t.map_index < 0), None
+            )
+            count = None if expander is None else expander.map_count
+            if count is None or index >= count:
+                raise NoSuchItemError(_no_item(spec, index, count))
+            return (results.get(spec.map_over), *args), kwargs
         items = results.get(spec.map_over) or []
+        if index >= len(items):
+            raise NoSuchItemError(_no_item(spec, index, len(items)))
         args = (items[index], *args)
     return args, kwargs
+
+
+def _no_item(spec: TaskSpec, index: int, count: int | None) -> str:
+    of = "an unexpanded list" if count is None else f"the {count} items"
+    return f'map index {index} is past the end of {of} of "{spec.map_over}"'
 
 
 @dataclass(frozen=True, slots=True)
@@ -547,6 +587,7 @@ class Attempt:
     try_number: int
     record: TaskRunRecord | None = None  # the claimed row
     closing: Closing | None = None  # this is the run's closing task
+    item_only: bool = False  # a mapped instance's rows hold only its own item (_map_item)
 
     def finish(self, state: str, **outcome: Any) -> None:
         """Record the outcome under this attempt's lease. If the lease was taken over (another
@@ -685,7 +726,11 @@ def write_outcome_closing(
 def _execute(attempt: Attempt, rows: list[TaskRunRecord]) -> dict[str, Any] | None:
     a = attempt
     dag, spec, run = a.dag, a.spec, a.run
-    args, kwargs = _inputs(dag, spec, a.index, rows)
+    try:
+        args, kwargs = _inputs(dag, spec, a.index, rows, item_only=a.item_only)
+    except NoSuchItemError as exc:  # a message no expansion sent: fail it, run nothing
+        a.fail(str(exc), None)
+        return None
     ctx = TaskContext(
         dag_id=dag.dag_id,
         run_id=run.run_id,

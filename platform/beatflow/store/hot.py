@@ -13,6 +13,7 @@ its own success and the run's end in one statement too (``finish_and_close``).""
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import uuid
 from collections.abc import Collection, Sequence
@@ -44,8 +45,23 @@ from beatflow.store.records import (
 MAX_BOUND_UPSTREAM = 500
 
 
+def _task_columns(element: bool) -> list[sa.ColumnElement[Any]]:
+    """task_runs' columns; with ``element``, the row of ``p_element_key`` has as its result only
+    the ``p_element_index``-th item of its result (None past its end): a .map() instance reads
+    its own item of the list it maps over, not the whole list (O(1) bytes, not O(width))."""
+    if not element:
+        return list(task_runs.c)
+    t = task_runs.c
+    index = sa.bindparam("p_element_index", type_=sa.JSON.JSONIntIndexType())
+    item = sa.case(
+        (t.dedupe_key == sa.bindparam("p_element_key", type_=sa.String()), t.result[index]),
+        else_=t.result,
+    )
+    return [sa.type_coerce(item, t.result.type).label("result") if c is t.result else c for c in t]
+
+
 @functools.cache
-def _node_read(filtered: bool, by_key: bool = False) -> sa.Select[Any]:
+def _node_read(filtered: bool, by_key: bool = False, element: bool = False) -> sa.Select[Any]:
     r, t = dag_runs.c, task_runs.c
     join = sa.and_(t.dag_id == r.dag_id, t.run_id == r.run_id)
     if by_key:
@@ -65,7 +81,7 @@ def _node_read(filtered: bool, by_key: bool = False) -> sa.Select[Any]:
     return (
         sa.select(
             *[c.label(f"r_{c.name}") for c in dag_runs.c],
-            *[c.label(f"t_{c.name}") for c in task_runs.c],
+            *[c.label(f"t_{c.name}") for c in _task_columns(element)],
         )
         .select_from(dag_runs.outerjoin(task_runs, join))
         .where(r.dag_id == sa.bindparam("p_dag_id"), r.run_id == sa.bindparam("p_run_id"))
@@ -74,16 +90,19 @@ def _node_read(filtered: bool, by_key: bool = False) -> sa.Select[Any]:
 
 
 @functools.cache
-def _read_and_claim_pg() -> sa.Select[Any]:
+def _read_and_claim_pg(element: bool = False) -> sa.Select[Any]:
     """PostgreSQL: read the run and the rows of ``p_keys``, and insert the claim of
     ``p_dedupe_key`` (try 1, a fresh lease) when the run is active, all ``p_ready`` rows of
     ``p_ready_keys`` (the upstream's) are this run's and succeeded, and the own key has no row;
-    one statement. The rows come back with ``t_claimed`` true for the inserted claim."""
+    one statement. The rows come back with ``t_claimed`` true for the inserted claim.
+    ``element``: see ``_task_columns``."""
     r, t = dag_runs.c, task_runs.c
     own = sa.bindparam("p_dedupe_key", type_=sa.String())
     dag_id = sa.bindparam("p_dag_id", type_=sa.String())
     run_id = sa.bindparam("p_run_id", type_=sa.String())
-    up = sa.select(task_runs).where(t.dedupe_key.in_(sa.bindparam("p_keys", expanding=True)))
+    up = sa.select(*_task_columns(element)).where(
+        t.dedupe_key.in_(sa.bindparam("p_keys", expanding=True))
+    )
     up_cte = up.cte("up")
     run = sa.select(dag_runs).where(r.dag_id == dag_id, r.run_id == run_id).cte("run")
     succeeded = (
@@ -229,6 +248,7 @@ class HotPathMixin(StoreBase):
         upstream_keys: Sequence[str],
         *,
         also: Sequence[str] = (),
+        element: tuple[str, int] | None = None,
         worker: str | None = None,
         celery_task_id: str | None = None,
     ) -> tuple[DagRunRecord | None, list[TaskRunRecord], Claim | None]:
@@ -238,7 +258,9 @@ class HotPathMixin(StoreBase):
         yet. The claim is then ``run`` at try 1, exactly what ``claim_task_run`` would have
         given; otherwise it is None and nothing was written (decide and claim as usual). For a
         task whose trigger rule runs when all its upstream succeeded, with default keys.
-        ``also``: more rows of the run to read (their states do not count for the claim)."""
+        ``also``: more rows of the run to read (their states do not count for the claim).
+        ``element`` (key, i): that row comes back with only the i-th item of its result as its
+        result (None past the end), what a .map() instance reads of the list it maps over."""
         ready_keys = sorted(set(upstream_keys) - {dedupe_key})
         keys = sorted({dedupe_key, *upstream_keys, *also})
         now = utcnow()
@@ -257,11 +279,13 @@ class HotPathMixin(StoreBase):
             "p_ready_keys": ready_keys,
             "p_ready": len(ready_keys),
             "p_lease_seconds": self.lease_seconds,
+            **_element_params(element),
         }
         action = f"reading and claiming task {task_id!r} of DAG run {dag_id}/{run_id}"
         if self.dialect == "postgresql":
             with self._write(action) as conn:
-                rows = conn.execute(_read_and_claim_pg(), params).mappings().all()
+                statement = _read_and_claim_pg(element is not None)
+                rows = conn.execute(statement, params).mappings().all()
         else:
             rows = self._read_and_claim_sqlite(action, params, now)
         if not rows:
@@ -283,10 +307,12 @@ class HotPathMixin(StoreBase):
     ) -> list[sa.RowMapping]:
         """SQLite: the same in one write transaction (the read, then the insert if certain)."""
         with self._write(action) as conn:
-            read = {k: params[k] for k in ("p_dag_id", "p_run_id", "p_keys")}
+            names = ("p_dag_id", "p_run_id", "p_keys", "p_element_key", "p_element_index")
+            read = {k: params[k] for k in names if k in params}
+            statement = _node_read(False, True, "p_element_key" in params)
             rows = [
                 {**row, "t_claimed": False}
-                for row in conn.execute(_node_read(False, True), read).mappings().all()
+                for row in conn.execute(statement, read).mappings().all()
             ]
             if not rows or rows[0]["r_state"] in DAG_RUN_FINISHED_STATES:
                 return cast(list[sa.RowMapping], rows)
@@ -330,22 +356,26 @@ class HotPathMixin(StoreBase):
         upstream: Collection[str],
         *,
         keys: Collection[str] | None = None,
+        element: tuple[str, int] | None = None,
     ) -> tuple[DagRunRecord | None, list[TaskRunRecord]]:
         """The DAG run (None if there is none) and the task-run rows of ``upstream`` plus the
         task's own row (``task_id``/``map_index``; under any dedupe key), in one statement.
         When the caller knows every such row's dedupe key (``keys``: default keys, no mapped
         upstream) the rows are found through the unique key index: the database fetches those
-        rows only, not every row of the run."""
+        rows only, not every row of the run. ``element``: as for ``read_and_claim``."""
         filtered = len(upstream) <= MAX_BOUND_UPSTREAM
         by_key = keys is not None and len(keys) <= MAX_BOUND_UPSTREAM
         params: dict[str, Any] = {"p_dag_id": dag_id, "p_run_id": run_id}
         if by_key:
             assert keys is not None
             params["p_keys"] = sorted(keys)
+            params |= _element_params(element)
         elif filtered:
             params |= {"p_upstream": sorted(upstream), "p_task_id": task_id, "p_index": map_index}
+        projected = by_key and element is not None
         with self._read(f"reading task {task_id!r} of DAG run {dag_id}/{run_id}") as conn:
-            rows = conn.execute(_node_read(filtered, by_key), params).mappings().all()
+            statement = _node_read(filtered, by_key, projected)
+            rows = conn.execute(statement, params).mappings().all()
         if not rows:
             return None, []
         run = dag_run_record(_strip(rows[0], "r_"))
@@ -354,7 +384,26 @@ class HotPathMixin(StoreBase):
             tasks = [t for t in tasks if t.dag_id == dag_id and t.run_id == run_id]
         elif not filtered:
             tasks = [t for t in tasks if t.task_id in upstream or _is_own(t, task_id, map_index)]
+        if element is not None and not projected:  # read whole: the same answer, taken here
+            tasks = [_with_item(t, *element) for t in tasks]
         return run, tasks
+
+
+def _element_params(element: tuple[str, int] | None) -> dict[str, Any]:
+    if element is None:
+        return {}
+    key, index = element
+    if type(index) is not int or index < 0:
+        raise StoreError(f"an element index must be an integer of 0 or more, got {index!r}")
+    return {"p_element_key": key, "p_element_index": index}
+
+
+def _with_item(record: TaskRunRecord, key: str, index: int) -> TaskRunRecord:
+    if record.dedupe_key != key:
+        return record
+    whole = record.result
+    item = whole[index] if isinstance(whole, list) and index < len(whole) else None
+    return dataclasses.replace(record, result=item)
 
 
 def _is_own(record: TaskRunRecord, task_id: str, map_index: int) -> bool:

@@ -10,7 +10,7 @@ import shutil
 import pytest
 import sqlalchemy as sa
 
-from beatflow.dag.compile import MAP_CHUNK_TASK, SEGMENT_TASK
+from beatflow.dag.compile import MAP_CHUNK_TASK, SEGMENT_TASK, task_name
 from beatflow.runs import trigger_dag
 from beatflow.store.models import task_runs
 from tests import procs
@@ -181,3 +181,24 @@ def test_a_closing_task_that_fails_for_good_closes_its_run_failed(cluster):
     assert final.state == "failed", tasks
     assert tasks["bad_key"].state == "failed"
     assert tasks["after_all_done"].state == "success"
+
+
+def test_a_mapped_instance_past_the_end_of_its_list_fails_with_the_reason(cluster):
+    """An instance message no expansion sent (forged, or from a changed DAG): its index is past
+    the end of the list its task maps over. It fails clearly and runs nothing."""
+    store, run_id = cluster.store, "r-past-the-end"
+    store.create_dag_run("t_map", run_id)
+    assert [r.run_id for r in store.start_queued_dag_runs("t_map", 16)] == [run_id]
+    for task_id, outcome in (("numbers", {"result": [1, 2, 3]}), ("square", {"map_count": 3})):
+        key = f"t_map/{run_id}/{task_id}"
+        claim = store.claim_task_run(key, dag_id="t_map", run_id=run_id, task_id=task_id)
+        assert store.finish_task_run(key, claim.token, state="success", **outcome)
+    cluster.app.send_task(task_name("t_map", "square"), args=[run_id], kwargs={"map_index": 7})
+    key = f"t_map/{run_id}/square[7]"
+    wait_for(
+        lambda: (row := store.get_task_run(key)) is not None and row.state == "failed",
+        message="the instance past the end to fail",
+    )
+    row = store.get_task_run(key)
+    assert row.error == 'map index 7 is past the end of the 3 items of "numbers"'
+    assert row.result is None

@@ -34,6 +34,13 @@ def test_a_mapped_task_fans_out_at_run_time_and_the_downstream_gets_the_list(clu
     assert tasks["collect"].result["dedupe_key"] == f"t_map/{final.run_id}/collect"
 
 
+def test_mapped_instances_that_also_take_the_whole_list_get_their_item_and_the_list(cluster):
+    final, tasks = run(cluster, "t_map_whole")
+    assert final.state == "success", tasks
+    assert [tasks[f"share[{i}]"].result for i in range(3)] == [1 / 6, 2 / 6, 3 / 6]
+    assert tasks["collect"].result["values"] == [1 / 6, 2 / 6, 3 / 6]
+
+
 def test_mapping_over_an_empty_list_runs_no_instance_and_passes_an_empty_list(cluster):
     final, tasks = run(cluster, "t_map_empty")
     assert final.state == "success"

@@ -9,6 +9,9 @@ import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
+import pytest
+
+from beatflow.errors import StoreError
 from beatflow.store import Store
 from beatflow.store.hot import MAX_BOUND_UPSTREAM
 from tests.integration.store.conftest import MakeStore
@@ -61,6 +64,50 @@ def test_rows_found_by_their_dedupe_keys_are_the_same_rows(store: Store):
     assert sorted((t.task_id, t.map_index) for t in rows) == [("a", -1), ("m", 3)]
     _, none_yet = store.read_for_task("etl", "r1", "z", -1, {"a"}, keys=["etl/r1/z"])
     assert none_yet == []
+
+
+def _source(store: Store, run_id: str, result: object) -> None:
+    key = f"etl/{run_id}/src"
+    claim = store.claim_task_run(key, dag_id="etl", run_id=run_id, task_id="src")
+    assert claim.token is not None
+    store.finish_task_run(key, claim.token, state="success", result=result)
+
+
+def test_a_mapped_instance_reads_only_its_own_item_of_the_list_it_maps_over(store: Store):
+    active_run(store, "r7")
+    items = [{"n": 0}, "one", [2, 2], None, 4.5, True]
+    _source(store, "r7", items)
+    for i, item in enumerate(items):
+        run, rows, claim = store.read_and_claim(
+            "etl", "r7", "each", i, f"etl/r7/each[{i}]", ["etl/r7/src"],
+            element=("etl/r7/src", i),
+        )  # fmt: skip
+        assert run is not None and claim is not None and claim.outcome == "run"
+        assert [(t.task_id, t.result) for t in rows] == [("src", item)]
+        _, read = store.read_for_task(
+            "etl", "r7", "each", i, {"src"}, keys=["etl/r7/src"], element=("etl/r7/src", i)
+        )
+        assert [t.result for t in read] == [item]
+        # the unkeyed read (custom keys) gives the same answer, taken from the whole row
+        _, unkeyed = store.read_for_task("etl", "r7", "each", i, {"src"}, element=("etl/r7/src", i))
+        assert [t.result for t in unkeyed if t.task_id == "src"] == [item]
+    _, past, _ = store.read_and_claim(
+        "etl", "r7", "each", 6, "etl/r7/each[6]", ["etl/r7/src"], element=("etl/r7/src", 6)
+    )
+    assert [t.result for t in past] == [None]
+    # other rows read with it keep their whole result; without element, the whole list
+    _, whole = store.read_for_task("etl", "r7", "each", 0, {"src"}, keys=["etl/r7/src"])
+    assert [t.result for t in whole] == [items]
+
+
+def test_an_element_index_must_be_a_whole_number(store: Store):
+    active_run(store, "r6")
+    _source(store, "r6", [1, 2])
+    for bad in (-1, "0", 1.0):
+        with pytest.raises(StoreError, match="element index"):
+            store.read_for_task(
+                "etl", "r6", "e", 0, {"src"}, keys=["etl/r6/src"], element=("etl/r6/src", bad)
+            )  # type: ignore[arg-type]
 
 
 # ------------------------------------------------------------------ read and claim in one
