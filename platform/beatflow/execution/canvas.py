@@ -11,7 +11,10 @@ chord) and raises the task's exception: Celery records FAILURE and has nothing l
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import logging
+from collections.abc import Iterator
 from typing import Any
 
 from celery import Task as CeleryTask
@@ -74,6 +77,33 @@ def _callback_signatures(callbacks: Any, app: Any) -> list[Any]:
 # ------------------------------------------------------------------ chords count parts only
 
 
+# True: what is published now is beatflow canvas; False: user code runs (it may wait on its
+# own results); None: a beatflow task's publishing (its body around the user's function, and
+# Celery's tracer sending its chain's next step or its chord's body) is canvas too.
+_SENDING_CANVAS: contextvars.ContextVar[bool | None] = contextvars.ContextVar(
+    "beatflow_sending_canvas", default=None
+)
+
+
+@contextlib.contextmanager
+def sending_canvas(sending: bool = True) -> Iterator[None]:
+    """Publish beatflow canvas in this block (no result subscriptions for it, see
+    ``_CountOnlyChords.add_pending_result``); ``sending=False``: user code runs in it, whose
+    results are waited on as Celery does."""
+    token = _SENDING_CANVAS.set(sending)
+    try:
+        yield
+    finally:
+        _SENDING_CANVAS.reset(token)
+
+
+def _sends_canvas(app: Any) -> bool:
+    sending = _SENDING_CANVAS.get()
+    if sending is None:
+        return bool(getattr(app.current_worker_task, "beatflow_canvas", False))
+    return sending
+
+
 class _CountOnlyChords:
     """Chords whose header holds a group or a chord (a parallel branch that fans out and back
     in) made Celery's Redis backend save the header's GroupResult and, on the last part, *join*
@@ -84,6 +114,19 @@ class _CountOnlyChords:
 
     def apply_chord(self, header_result_args: Any, body: Any, **kwargs: Any) -> None:
         return None
+
+    def add_pending_result(
+        self, result: Any, weak: bool = False, start_drainer: bool = True
+    ) -> Any:
+        """Celery subscribes the sender of a group to the result channel of every member (for
+        the group's barrier), and unsubscribes when a result arrives. No beatflow task stores a
+        result, so in a worker every fan-out level and .map() instance it sent stayed subscribed
+        for the worker's life (celery#3812), and cost a SUBSCRIBE each. Nothing waits on
+        beatflow canvas: while it is sent, no wait is registered. User code (a task's function,
+        a plain task) waits on its own results as Celery does."""
+        if _sends_canvas(self.app):  # type: ignore[attr-defined]
+            return result
+        return super().add_pending_result(result, weak=weak, start_drainer=start_drainer)  # type: ignore[misc]
 
 
 class CountingRedisBackend(_CountOnlyChords, RedisBackend):  # type: ignore[misc]

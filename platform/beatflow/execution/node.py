@@ -658,12 +658,13 @@ class Attempt:
         if fn is None:
             return
         try:
-            fn(
-                dag_id=self.dag.dag_id,
-                run_id=self.run.run_id,
-                task_id=self.spec.task_id,
-                error=error,
-            )
+            with canvas.sending_canvas(False):  # user code
+                fn(
+                    dag_id=self.dag.dag_id,
+                    run_id=self.run.run_id,
+                    task_id=self.spec.task_id,
+                    error=error,
+                )
         except Exception:  # a user's callback must not change the outcome
             log.exception("callback %r raised", fn)
 
@@ -754,7 +755,8 @@ def _execute(attempt: Attempt, rows: list[TaskRunRecord]) -> dict[str, Any] | No
                 "task run %s started (try %d of %d)", a.key, a.try_number, spec.retry.retries + 1
             )
             try:
-                result = spec.fn(*args, **kwargs)
+                with canvas.sending_canvas(False):  # the user's own publishes are plain Celery
+                    result = spec.fn(*args, **kwargs)
             except Retry:
                 raise
             except Exception as exc:  # noqa: BLE001 - user code: anything may go wrong

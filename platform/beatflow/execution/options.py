@@ -19,6 +19,8 @@ TASK_OPTIONS: dict[str, Any] = {
     # Tries are counted in the results DB (the task's own retries, waits for a lease or the
     # database): Celery must not cap them.
     "max_retries": None,
+    # What such a task publishes is beatflow canvas: no result subscriptions (execution.canvas).
+    "beatflow_canvas": True,
 }
 
 STORE_RETRY_MAX_DELAY = 30.0

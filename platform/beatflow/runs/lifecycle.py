@@ -16,6 +16,7 @@ from celery.canvas import Signature
 from beatflow.dag.compile import compile_run
 from beatflow.errors import BeatflowError, BrokerUnavailableError, RunNotFoundError
 from beatflow.execution import announce, events, rules
+from beatflow.execution.canvas import sending_canvas
 from beatflow.ids import check_run_id
 from beatflow.runs.follow import follow_run as follow_run  # moved there; old imports name it here
 from beatflow.runtime import Runtime, runtime_of
@@ -111,7 +112,8 @@ def send_canvas(app: Celery, canvas: Signature) -> None:
     """
     consumer = getattr(app.backend, "result_consumer", None)
     before = set(getattr(consumer, "subscribed_to", ()))
-    canvas.apply_async(ignore_result=True)
+    with sending_canvas():  # beatflow's Redis backends subscribe to nothing for it
+        canvas.apply_async(ignore_result=True)
     if consumer is None:
         return
     prefix = app.backend.task_keyprefix

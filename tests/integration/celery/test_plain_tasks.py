@@ -154,3 +154,10 @@ def test_a_chain_next_to_a_fan_out_and_back_in_finishes(plain: Cluster) -> None:
         "join": "success",
         "strict": "upstream_failed",
     }
+
+
+def test_a_dag_task_can_send_plain_tasks_and_wait_on_their_results(plain: Cluster) -> None:
+    # beatflow's own canvas registers no result waits; the user's code in a task still does
+    final, tasks = plain.run("p_waits", timeout=60)
+    assert final.state == "success", tasks
+    assert tasks["waits_on_plain_tasks"].result == [0, 2, 4]

@@ -4,6 +4,7 @@ failures with every trigger rule, a non-series-parallel DAG, a wide DAG."""
 from __future__ import annotations
 
 import pytest
+import redis
 from celery.canvas import Signature, _chain, _chord, group
 
 from beatflow.dag.compile import SEGMENT_TASK, compile_run
@@ -192,6 +193,21 @@ def test_triggering_runs_leaves_no_result_subscriptions_in_the_sender(cluster):
         assert follow_run(cluster.app, "t_map", r.run_id, timeout=60).state == "success"
     consumer = cluster.app.backend.result_consumer
     assert not consumer.subscribed_to
+
+
+def test_workers_keep_no_result_subscriptions_for_the_fan_outs_and_maps_they_send(cluster):
+    # celery#3812 inside the worker: a group sent from a task (a fan-out's next level by
+    # Celery's tracer, a .map() expansion) subscribed its sender to every member's result
+    # channel, and no beatflow task ever publishes a result: they stayed for the worker's life
+    broker = redis.Redis.from_url(cluster.env["BEATFLOW_BROKER_URL"])
+    prefix = cluster.app.backend.task_keyprefix.decode()
+    for dag_id in ("t_map", "t_wide"):
+        final, tasks = run(cluster, dag_id)
+        assert final.state == "success", tasks
+        channels = [f"{prefix}{t.celery_task_id}" for t in tasks.values() if t.celery_task_id]
+        assert len(channels) == len(tasks) >= 4
+        subscribed = [name for name, n in broker.pubsub_numsub(*channels) if n]
+        assert subscribed == [], f"{dag_id}: {len(subscribed)} of {len(channels)} still subscribed"
 
 
 def test_an_unexpected_error_in_the_wrapper_fails_the_task_and_the_run_still_closes(cluster):

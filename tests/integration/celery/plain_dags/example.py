@@ -1,5 +1,7 @@
 """A DAG next to the plain tasks: both kinds run on the same worker."""
 
+from celery import current_app, group
+
 from beatflow import DAG, task
 
 
@@ -28,3 +30,14 @@ with DAG("p_shape"):
     parts = [broken(), _after("all_done", "fine")()]
     parts >> _after("all_done", "join")()
     parts >> _after("all_success", "strict")()
+
+
+@task
+def waits_on_plain_tasks() -> list[int]:
+    # user code that sends plain tasks and waits on their results (Celery's own way)
+    sigs = [current_app.signature("billing.add", args=(i, i)) for i in range(3)]
+    return group(sigs).apply_async().get(timeout=30, disable_sync_subtasks=False)
+
+
+with DAG("p_waits"):
+    waits_on_plain_tasks()
