@@ -366,10 +366,11 @@ class HotPathMixin(StoreBase):
         filtered = len(upstream) <= MAX_BOUND_UPSTREAM
         by_key = keys is not None and len(keys) <= MAX_BOUND_UPSTREAM
         params: dict[str, Any] = {"p_dag_id": dag_id, "p_run_id": run_id}
+        projecting = _element_params(element)
         if by_key:
             assert keys is not None
             params["p_keys"] = sorted(keys)
-            params |= _element_params(element)
+            params |= projecting
         elif filtered:
             params |= {"p_upstream": sorted(upstream), "p_task_id": task_id, "p_index": map_index}
         projected = by_key and element is not None

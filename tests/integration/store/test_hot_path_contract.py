@@ -104,10 +104,12 @@ def test_an_element_index_must_be_a_whole_number(store: Store):
     active_run(store, "r6")
     _source(store, "r6", [1, 2])
     for bad in (-1, "0", 1.0):
+        element = ("etl/r6/src", bad)
+        for keys in (["etl/r6/src"], None):  # found by key, or read whole
+            with pytest.raises(StoreError, match="element index"):
+                store.read_for_task("etl", "r6", "e", 0, {"src"}, keys=keys, element=element)  # type: ignore[arg-type]
         with pytest.raises(StoreError, match="element index"):
-            store.read_for_task(
-                "etl", "r6", "e", 0, {"src"}, keys=["etl/r6/src"], element=("etl/r6/src", bad)
-            )  # type: ignore[arg-type]
+            store.read_and_claim("etl", "r6", "e", 0, "etl/r6/e[0]", [], element=element)  # type: ignore[arg-type]
 
 
 # ------------------------------------------------------------------ read and claim in one
