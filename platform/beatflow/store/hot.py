@@ -25,7 +25,7 @@ from sqlalchemy.dialects import postgresql
 
 from beatflow.errors import StoreError
 from beatflow.store.base import StoreBase, dag_run_record, task_run_record
-from beatflow.store.claim_sql import claim_statements, db_clock, fresh_lease
+from beatflow.store.claim_sql import claim_statements, fresh_lease
 from beatflow.store.dag_runs import _start_oldest, oldest_first, transition_statement
 from beatflow.store.engine import UTCDateTime, dumps_json, utcnow
 from beatflow.store.models import dag_runs, task_runs
@@ -90,79 +90,66 @@ def _node_read(filtered: bool, by_key: bool = False, element: bool = False) -> s
 
 
 @functools.cache
-def _read_and_claim_pg(element: bool = False) -> sa.Select[Any]:
+def _read_and_claim_pg() -> sa.TextClause:
     """PostgreSQL: read the run and the rows of ``p_keys``, and insert the claim of
     ``p_dedupe_key`` (try 1, a fresh lease) when the run is active, all ``p_ready`` rows of
     ``p_ready_keys`` (the upstream's) are this run's and succeeded, and the own key has no row;
-    one statement. The rows come back with ``t_claimed`` true for the inserted claim.
-    ``element``: see ``_task_columns``."""
-    r, t = dag_runs.c, task_runs.c
-    own = sa.bindparam("p_dedupe_key", type_=sa.String())
-    dag_id = sa.bindparam("p_dag_id", type_=sa.String())
-    run_id = sa.bindparam("p_run_id", type_=sa.String())
-    up = sa.select(*_task_columns(element)).where(
-        t.dedupe_key.in_(sa.bindparam("p_keys", expanding=True))
-    )
-    up_cte = up.cte("up")
-    run = sa.select(dag_runs).where(r.dag_id == dag_id, r.run_id == run_id).cte("run")
-    succeeded = (
-        sa.select(sa.func.count())
-        .select_from(up_cte)
-        .where(
-            up_cte.c.dedupe_key.in_(sa.bindparam("p_ready_keys", expanding=True)),
-            up_cte.c.dag_id == dag_id,
-            up_cte.c.run_id == run_id,
-            up_cte.c.state == TASK_SUCCESS,
-        )
-        .scalar_subquery()
-    )
-    certain = sa.and_(
-        sa.exists(
-            sa.select(1).select_from(run).where(run.c.state.not_in(sorted(DAG_RUN_FINISHED_STATES)))
-        ),
-        succeeded == sa.bindparam("p_ready", type_=sa.Integer()),
-        ~sa.exists(sa.select(1).select_from(up_cte).where(up_cte.c.dedupe_key == own)),
-    )
-    _now, expires = db_clock("postgresql")
+    one statement. The rows come back with ``t_claimed`` true for the inserted claim. The row of
+    ``p_element_key`` (when not NULL) has only the ``p_element_index``-th item of its result.
 
-    def typed(name: str, column: sa.Column[Any]) -> sa.ColumnElement[Any]:
-        return sa.cast(sa.bindparam(f"p_{name}"), column.type)
-
-    values = {
-        "dedupe_key": own,
-        "dag_id": dag_id,
-        "run_id": run_id,
-        "task_id": typed("task_id", task_runs.c.task_id),
-        "map_index": typed("map_index", task_runs.c.map_index),
-        "state": sa.literal(str(TASK_RUNNING), sa.String()),
-        "try_number": sa.literal(1, sa.Integer()),
-        "worker": typed("worker", task_runs.c.worker),
-        "celery_task_id": typed("celery_task_id", task_runs.c.celery_task_id),
-        "lease_token": typed("lease_token", task_runs.c.lease_token),
-        "lease_expires_at": expires,
-        "started_at": sa.bindparam("p_started_at", type_=UTCDateTime()),
-    }
-    claim = (
-        postgresql.insert(task_runs)
-        .from_select(
-            list(values), sa.select(*[v.label(k) for k, v in values.items()]).where(certain)
-        )
-        .on_conflict_do_nothing(index_elements=["dedupe_key"])
-        .returning(*task_runs.c)
-        .cte("claim")
+    Written out, not built: one text whatever the number of keys (arrays, not IN lists), short
+    enough for psycopg to cache its conversion (4 KB), and one prepared statement."""
+    tasks = [c.name for c in task_runs.c]
+    listed = ", ".join(
+        "CASE WHEN t.dedupe_key = p.element_key THEN t.result -> p.element_index ELSE t.result"
+        " END AS result"
+        if name == "result"
+        else f"t.{name}"
+        for name in tasks
     )
-    rows = sa.union_all(
-        sa.select(*up_cte.c, sa.false().label("claimed")),
-        sa.select(*claim.c, sa.true().label("claimed")),
-    ).subquery("rows")
-    return (
-        sa.select(
-            *[c.label(f"r_{c.name}") for c in run.c],
-            *[c.label(f"t_{c.name}") for c in rows.c],
-        )
-        .select_from(run.outerjoin(rows, sa.true()))
-        .order_by(rows.c.started_at.asc().nulls_last(), rows.c.task_id, rows.c.map_index)
+    finished = ", ".join(f"'{state}'" for state in sorted(DAG_RUN_FINISHED_STATES))
+    out = ", ".join(
+        [
+            *(f"run.{c.name} AS r_{c.name}" for c in dag_runs.c),
+            *(f"rows.{n} AS t_{n}" for n in tasks),
+        ]
     )
+    sql = f"""WITH p AS (SELECT CAST(:p_dag_id AS text) AS dag_id,
+CAST(:p_run_id AS text) AS run_id, CAST(:p_dedupe_key AS text) AS own,
+CAST(:p_element_key AS text) AS element_key, CAST(:p_element_index AS integer) AS element_index),
+run AS (SELECT d.* FROM dag_runs d, p WHERE d.dag_id = p.dag_id AND d.run_id = p.run_id),
+up AS (SELECT {listed} FROM task_runs t, p WHERE t.dedupe_key = ANY(CAST(:p_keys AS text[]))),
+claim AS (INSERT INTO task_runs (dedupe_key, dag_id, run_id, task_id, map_index, state,
+try_number, worker, celery_task_id, lease_token, lease_expires_at, started_at)
+SELECT p.own, p.dag_id, p.run_id, CAST(:p_task_id AS text), CAST(:p_map_index AS integer),
+'{TASK_RUNNING}', 1, CAST(:p_worker AS text), CAST(:p_celery_task_id AS text),
+CAST(:p_lease_token AS text), now() + make_interval(secs => CAST(:p_lease_seconds AS float8)),
+CAST(:p_started_at AS timestamptz) FROM p
+WHERE EXISTS (SELECT 1 FROM run WHERE state NOT IN ({finished}))
+AND (SELECT count(*) FROM up WHERE up.dedupe_key = ANY(CAST(:p_ready_keys AS text[]))
+AND up.dag_id = p.dag_id AND up.run_id = p.run_id AND up.state = '{TASK_SUCCESS}')
+= CAST(:p_ready AS integer)
+AND NOT EXISTS (SELECT 1 FROM up WHERE up.dedupe_key = p.own)
+ON CONFLICT (dedupe_key) DO NOTHING RETURNING *)
+SELECT {out}, rows.claimed AS t_claimed FROM run LEFT JOIN
+(SELECT up.*, false AS claimed FROM up UNION ALL SELECT {", ".join(tasks)}, true FROM claim) AS rows
+ON true ORDER BY rows.started_at NULLS LAST, rows.task_id, rows.map_index"""
+    text = sa.text(sql).bindparams(
+        sa.bindparam("p_keys", type_=postgresql.ARRAY(sa.String())),
+        sa.bindparam("p_ready_keys", type_=postgresql.ARRAY(sa.String())),
+        sa.bindparam("p_started_at", type_=UTCDateTime()),
+        sa.bindparam("p_element_key", type_=sa.String()),
+        sa.bindparam("p_element_index", type_=sa.Integer()),
+        sa.bindparam("p_map_index", type_=sa.Integer()),
+        sa.bindparam("p_ready", type_=sa.Integer()),
+        sa.bindparam("p_lease_seconds", type_=sa.Float()),
+    )
+    typed = [
+        *(sa.column(f"r_{c.name}", c.type) for c in dag_runs.c),
+        *(sa.column(f"t_{c.name}", c.type) for c in task_runs.c),
+        sa.column("t_claimed", sa.Boolean()),
+    ]
+    return text.columns(*typed)  # type: ignore[return-value]
 
 
 # one round trip on PostgreSQL (migration 0010): the lock, the finish, the close, the dispatch
@@ -283,9 +270,10 @@ class HotPathMixin(StoreBase):
         }
         action = f"reading and claiming task {task_id!r} of DAG run {dag_id}/{run_id}"
         if self.dialect == "postgresql":
+            params.setdefault("p_element_key", None)
+            params.setdefault("p_element_index", 0)
             with self._write(action) as conn:
-                statement = _read_and_claim_pg(element is not None)
-                rows = conn.execute(statement, params).mappings().all()
+                rows = conn.execute(_read_and_claim_pg(), params).mappings().all()
         else:
             rows = self._read_and_claim_sqlite(action, params, now)
         if not rows:
