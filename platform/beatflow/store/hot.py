@@ -161,6 +161,12 @@ _FINISH_AND_CLOSE = sa.text(
 ).bindparams(sa.bindparam("p_ended_at", type_=UTCDateTime()))
 
 
+@functools.cache
+def _finish_and_close() -> sa.TextClause:
+    """The call with its typed result columns, built once."""
+    return _FINISH_AND_CLOSE.columns(sa.column("kind", sa.String()), *dag_runs.c)  # type: ignore[return-value]
+
+
 class HotPathMixin(StoreBase):
     def finish_and_close(
         self,
@@ -185,7 +191,7 @@ class HotPathMixin(StoreBase):
         now = utcnow()
         action = f"finishing task run {dedupe_key!r} and closing DAG run {dag_id}/{run_id}"
         if self.dialect == "postgresql":
-            call = _FINISH_AND_CLOSE.columns(sa.column("kind", sa.String()), *dag_runs.c)
+            call = _finish_and_close()
             params = {
                 "p_key": dedupe_key,
                 "p_token": token,
