@@ -15,6 +15,7 @@ for every backend to flush its statistics (PostgreSQL flushes an idle backend's 
 from __future__ import annotations
 
 import argparse
+import itertools
 import os
 import signal
 import statistics
@@ -482,8 +483,42 @@ def main() -> None:
         worker.stop()
         raw_worker.stop()
     report(rows, floor)
+    if not only or 1 in only:
+        print(chain_hops(dsn))
     for kind, seconds in plan_seconds().items():
         print(f"plan a 10,000-task non-series-parallel DAG ({kind}): {seconds * 1000:,.0f} ms")
+
+
+def chain_hops(dsn: str, runs: int = 30) -> str:
+    """Where a beatflow chain hop's time goes, from the task runs' own timestamps (medians over
+    the last ``runs`` 10-task chains): ``started_at`` is stamped just before a task's
+    read-and-claim, ``ended_at`` just before its finish."""
+    inside, between, first = [], [], []
+    with psycopg.connect(dsn) as conn:
+        done = conn.execute(
+            "SELECT run_id, queued_at FROM dag_runs WHERE dag_id = 'b_chain10' "
+            "AND state = 'success' ORDER BY queued_at DESC LIMIT %s",
+            (runs,),
+        ).fetchall()
+        for run_id, queued_at in done:
+            tasks = conn.execute(
+                "SELECT started_at, ended_at FROM task_runs WHERE dag_id = 'b_chain10' "
+                "AND run_id = %s ORDER BY substr(task_id, 2)::int",
+                (run_id,),
+            ).fetchall()
+            first.append((tasks[0][0] - queued_at).total_seconds())
+            inside += [(end - start).total_seconds() for start, end in tasks]
+            between += [(b[0] - a[1]).total_seconds() for a, b in itertools.pairwise(tasks)]
+    if not done:
+        return "chain hops: no finished 10-task chain"
+
+    def ms(values: list[float]) -> str:
+        return f"{statistics.median(values) * 1000:.2f} ms"
+
+    return (
+        f"10-task chain, one hop (medians over {len(done)} runs): queued -> first claim "
+        f"{ms(first)}, claim -> finish {ms(inside)}, finish -> next claim {ms(between)}"
+    )
 
 
 def plan_seconds(n: int = 10_000, width: int = 100, rounds: int = 3) -> dict[str, float]:
