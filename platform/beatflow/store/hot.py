@@ -121,9 +121,10 @@ run AS (SELECT d.* FROM dag_runs d, p WHERE d.dag_id = p.dag_id AND d.run_id = p
 up AS (SELECT {listed} FROM task_runs t, p WHERE t.dedupe_key = ANY(CAST(:p_keys AS text[]))),
 claim AS (INSERT INTO task_runs (dedupe_key, dag_id, run_id, task_id, map_index, state,
 try_number, worker, celery_task_id, lease_token, lease_expires_at, started_at)
-SELECT p.own, p.dag_id, p.run_id, CAST(:p_task_id AS text), CAST(:p_map_index AS integer),
-'{TASK_RUNNING}', 1, CAST(:p_worker AS text), CAST(:p_celery_task_id AS text),
-CAST(:p_lease_token AS text), now() + make_interval(secs => CAST(:p_lease_seconds AS float8)),
+SELECT p.own, p.dag_id, p.run_id, CAST(:p_task_id AS varchar(250)),
+CAST(:p_map_index AS integer), '{TASK_RUNNING}', 1, CAST(:p_worker AS varchar(250)),
+CAST(:p_celery_task_id AS varchar(250)), CAST(:p_lease_token AS varchar(64)),
+now() + make_interval(secs => CAST(:p_lease_seconds AS float8)),
 CAST(:p_started_at AS timestamptz) FROM p
 WHERE EXISTS (SELECT 1 FROM run WHERE state NOT IN ({finished}))
 AND (SELECT count(*) FROM up WHERE up.dedupe_key = ANY(CAST(:p_ready_keys AS text[]))
