@@ -378,6 +378,14 @@ def _map_item(dag: DAG, spec: TaskSpec, run_id: str, index: int) -> tuple[str, i
     return default_dedupe_key(dag.dag_id, run_id, spec.map_over), index
 
 
+def _reads_item(dag: DAG, spec: TaskSpec, run_id: str, index: int) -> bool:
+    """Whether this .map() task's instances read only their own item (``_read``), so that its
+    expansion records the items for them (``store.record_map_items``)."""
+    return _row_keys(dag, spec, run_id, index) is not None and bool(
+        _map_item(dag, spec, run_id, index)
+    )
+
+
 def _whole_run_keys(dag: DAG, run_id: str) -> list[str] | None:
     """Every task run's dedupe key of a run of ``dag``, when they are knowable before reading
     (default keys, no .map()) and few enough to bind; None otherwise."""
@@ -805,6 +813,8 @@ def _expand(attempt: Attempt) -> None:
     if not isinstance(values, list):
         a.fail(f'.map() needs a list from "{a.spec.map_over}", got {type(values).__name__}', None)
         return
+    if _reads_item(a.dag, a.spec, a.run.run_id, 0):  # written before any instance is sent
+        a.runtime.store.record_map_items(a.dag.dag_id, a.run.run_id, a.spec.task_id, values)
     a.finish("success", result=None, map_count=len(values))
     _replace_with_instances(a.task, a.dag, a.spec, a.run.run_id, len(values))
 

@@ -28,10 +28,11 @@ from beatflow.store.base import StoreBase, dag_run_record, task_run_record
 from beatflow.store.claim_sql import claim_statements, fresh_lease
 from beatflow.store.dag_runs import _start_oldest, oldest_first, transition_statement
 from beatflow.store.engine import UTCDateTime, dumps_json, utcnow
-from beatflow.store.models import dag_runs, task_runs
+from beatflow.store.models import dag_runs, map_items, task_runs
 from beatflow.store.records import (
     DAG_RUN_ACTIVE_STATES,
     DAG_RUN_FINISHED_STATES,
+    INSERT_CHUNK,
     TASK_RUNNING,
     TASK_SUCCESS,
     Claim,
@@ -48,13 +49,28 @@ MAX_BOUND_UPSTREAM = 500
 def _task_columns(element: bool) -> list[sa.ColumnElement[Any]]:
     """task_runs' columns; with ``element``, the row of ``p_element_key`` has as its result only
     the ``p_element_index``-th item of its result (None past its end): a .map() instance reads
-    its own item of the list it maps over, not the whole list (O(1) bytes, not O(width))."""
+    its own item of the list it maps over, not the whole list (O(1) bytes, not O(width)). The
+    item comes from ``map_items`` (written when the task expanded: O(1) work), or, for a run
+    expanded before those rows existed, from the source's result."""
     if not element:
         return list(task_runs.c)
-    t = task_runs.c
+    t, m = task_runs.c, map_items.c
     index = sa.bindparam("p_element_index", type_=sa.JSON.JSONIntIndexType())
+    recorded = (
+        sa.select(m.item)
+        .where(
+            m.dag_id == sa.bindparam("p_dag_id"),
+            m.run_id == sa.bindparam("p_run_id"),
+            m.task_id == sa.bindparam("p_item_task_id"),
+            m.map_index == sa.bindparam("p_item_map_index"),
+        )
+        .scalar_subquery()
+    )
     item = sa.case(
-        (t.dedupe_key == sa.bindparam("p_element_key", type_=sa.String()), t.result[index]),
+        (
+            t.dedupe_key == sa.bindparam("p_element_key", type_=sa.String()),
+            sa.func.coalesce(recorded, t.result[index]),
+        ),
         else_=t.result,
     )
     return [sa.type_coerce(item, t.result.type).label("result") if c is t.result else c for c in t]
@@ -101,7 +117,9 @@ def _read_and_claim_pg() -> sa.TextClause:
     enough for psycopg to cache its conversion (4 KB), and one prepared statement."""
     tasks = [c.name for c in task_runs.c]
     listed = ", ".join(
-        "CASE WHEN t.dedupe_key = p.element_key THEN t.result -> p.element_index ELSE t.result"
+        "CASE WHEN t.dedupe_key = p.element_key THEN coalesce((SELECT m.item FROM map_items m"
+        " WHERE m.dag_id = p.dag_id AND m.run_id = p.run_id AND m.task_id = p.item_task_id"
+        " AND m.map_index = p.item_map_index), t.result -> p.element_index) ELSE t.result"
         " END AS result"
         if name == "result"
         else f"t.{name}"
@@ -116,7 +134,9 @@ def _read_and_claim_pg() -> sa.TextClause:
     )
     sql = f"""WITH p AS (SELECT CAST(:p_dag_id AS text) AS dag_id,
 CAST(:p_run_id AS text) AS run_id, CAST(:p_dedupe_key AS text) AS own,
-CAST(:p_element_key AS text) AS element_key, CAST(:p_element_index AS integer) AS element_index),
+CAST(:p_element_key AS text) AS element_key,
+CAST(:p_element_index AS integer) AS element_index, CAST(:p_item_task_id AS text) AS item_task_id,
+CAST(:p_item_map_index AS integer) AS item_map_index),
 run AS (SELECT d.* FROM dag_runs d, p WHERE d.dag_id = p.dag_id AND d.run_id = p.run_id),
 up AS (SELECT {listed} FROM task_runs t, p WHERE t.dedupe_key = ANY(CAST(:p_keys AS text[]))),
 claim AS (INSERT INTO task_runs (dedupe_key, dag_id, run_id, task_id, map_index, state,
@@ -141,6 +161,8 @@ ON true ORDER BY rows.started_at NULLS LAST, rows.task_id, rows.map_index"""
         sa.bindparam("p_started_at", type_=UTCDateTime()),
         sa.bindparam("p_element_key", type_=sa.String()),
         sa.bindparam("p_element_index", type_=sa.Integer()),
+        sa.bindparam("p_item_task_id", type_=sa.String()),
+        sa.bindparam("p_item_map_index", type_=sa.Integer()),
         sa.bindparam("p_map_index", type_=sa.Integer()),
         sa.bindparam("p_ready", type_=sa.Integer()),
         sa.bindparam("p_lease_seconds", type_=sa.Float()),
@@ -232,6 +254,27 @@ class HotPathMixin(StoreBase):
             started = [dag_run_record(m) for m in moved]
         return FinishedRun(True, dag_run_record(row), tuple(oldest_first(started, now)))
 
+    def record_map_items(
+        self, dag_id: str, run_id: str, task_id: str, items: Sequence[Any]
+    ) -> None:
+        """Write the items a .map() task expands into, one row per instance (``map_index`` =
+        position), before its instances are sent: each instance then reads its own row. Again
+        for the same task (a redelivered or cleared expansion) overwrites them, in one
+        transaction of multi-row inserts of at most ``INSERT_CHUNK``."""
+        rows = [
+            {"dag_id": dag_id, "run_id": run_id, "task_id": task_id, "map_index": i, "item": item}
+            for i, item in enumerate(items)
+        ]
+        insert = self._insert(map_items)
+        upsert = insert.on_conflict_do_update(
+            index_elements=["dag_id", "run_id", "task_id", "map_index"],
+            set_={"item": insert.excluded.item},
+        )
+        action = f"recording the {len(rows)} items of task {task_id!r} of DAG run {dag_id}/{run_id}"
+        with self._write(action, transaction=True) as conn:
+            for start in range(0, len(rows), INSERT_CHUNK):
+                conn.execute(upsert, rows[start : start + INSERT_CHUNK])
+
     def read_and_claim(
         self,
         dag_id: str,
@@ -273,12 +316,14 @@ class HotPathMixin(StoreBase):
             "p_ready_keys": ready_keys,
             "p_ready": len(ready_keys),
             "p_lease_seconds": self.lease_seconds,
-            **_element_params(element),
+            **_element_params(element, task_id, map_index),
         }
         action = f"reading and claiming task {task_id!r} of DAG run {dag_id}/{run_id}"
         if self.dialect == "postgresql":
             params.setdefault("p_element_key", None)
             params.setdefault("p_element_index", 0)
+            params.setdefault("p_item_task_id", None)
+            params.setdefault("p_item_map_index", 0)
             with self._write(action) as conn:
                 rows = conn.execute(_read_and_claim_pg(), params).mappings().all()
         else:
@@ -302,7 +347,7 @@ class HotPathMixin(StoreBase):
     ) -> list[sa.RowMapping]:
         """SQLite: the same in one write transaction (the read, then the insert if certain)."""
         with self._write(action) as conn:
-            names = ("p_dag_id", "p_run_id", "p_keys", "p_element_key", "p_element_index")
+            names = ("p_dag_id", "p_run_id", "p_keys", *_ELEMENT_PARAMS)
             read = {k: params[k] for k in names if k in params}
             statement = _node_read(False, True, "p_element_key" in params)
             rows = [
@@ -361,7 +406,7 @@ class HotPathMixin(StoreBase):
         filtered = len(upstream) <= MAX_BOUND_UPSTREAM
         by_key = keys is not None and len(keys) <= MAX_BOUND_UPSTREAM
         params: dict[str, Any] = {"p_dag_id": dag_id, "p_run_id": run_id}
-        projecting = _element_params(element)
+        projecting = _element_params(element, task_id, map_index)
         if by_key:
             assert keys is not None
             params["p_keys"] = sorted(keys)
@@ -385,13 +430,23 @@ class HotPathMixin(StoreBase):
         return run, tasks
 
 
-def _element_params(element: tuple[str, int] | None) -> dict[str, Any]:
+_ELEMENT_PARAMS = ("p_element_key", "p_element_index", "p_item_task_id", "p_item_map_index")
+
+
+def _element_params(
+    element: tuple[str, int] | None, task_id: str, map_index: int
+) -> dict[str, Any]:
     if element is None:
         return {}
     key, index = element
     if type(index) is not int or index < 0:
         raise StoreError(f"an element index must be an integer of 0 or more, got {index!r}")
-    return {"p_element_key": key, "p_element_index": index}
+    return {
+        "p_element_key": key,
+        "p_element_index": index,
+        "p_item_task_id": task_id,
+        "p_item_map_index": map_index,
+    }
 
 
 def _with_item(record: TaskRunRecord, key: str, index: int) -> TaskRunRecord:

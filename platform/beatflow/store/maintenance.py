@@ -11,7 +11,14 @@ import sqlalchemy as sa
 from beatflow.errors import StoreError
 from beatflow.store.base import StoreBase
 from beatflow.store.engine import utcnow
-from beatflow.store.models import dag_runs, dag_states, dead_letters, task_logs, task_runs
+from beatflow.store.models import (
+    dag_runs,
+    dag_states,
+    dead_letters,
+    map_items,
+    task_logs,
+    task_runs,
+)
 from beatflow.store.records import DAG_RUN_FINISHED_STATES
 
 
@@ -71,7 +78,7 @@ class MaintenanceMixin(StoreBase):
                 if not batch:
                     return deleted
                 pairs = [(dag_id, run_id) for _, dag_id, run_id in batch]
-                for table in (task_runs, dead_letters, task_logs):
+                for table in (task_runs, dead_letters, task_logs, map_items):
                     conn.execute(
                         sa.delete(table).where(sa.tuple_(table.c.dag_id, table.c.run_id).in_(pairs))
                     )

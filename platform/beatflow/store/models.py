@@ -195,6 +195,21 @@ class TaskLog(Base):
     lines: Mapped[list[dict[str, Any]]] = mapped_column(Json)
 
 
+class MapItem(Base):
+    """One .map() instance's item of the list its task maps over, written once when the task
+    expands (migration 0011), so an instance reads its item by key: O(1) work whatever the
+    list's length (``result -> i`` parses the whole list on every read)."""
+
+    __tablename__ = "map_items"
+
+    dag_id: Mapped[str] = mapped_column(sa.String(250), primary_key=True)
+    run_id: Mapped[str] = mapped_column(sa.String(250), primary_key=True)
+    task_id: Mapped[str] = mapped_column(sa.String(250), primary_key=True)
+    map_index: Mapped[int] = mapped_column(sa.Integer, primary_key=True)
+    # a None item is JSON null, never SQL NULL: NULL means "no row", read as the source's item
+    item: Mapped[Any] = mapped_column(sa.JSON(none_as_null=False))
+
+
 dag_runs: sa.Table = DagRun.__table__  # type: ignore[assignment]
 task_runs: sa.Table = TaskRun.__table__  # type: ignore[assignment]
 dead_letters: sa.Table = DeadLetter.__table__  # type: ignore[assignment]
@@ -202,3 +217,4 @@ dag_states: sa.Table = DagState.__table__  # type: ignore[assignment]
 audit_events: sa.Table = AuditEvent.__table__  # type: ignore[assignment]
 beat_terms: sa.Table = BeatTerm.__table__  # type: ignore[assignment]
 task_logs: sa.Table = TaskLog.__table__  # type: ignore[assignment]
+map_items: sa.Table = MapItem.__table__  # type: ignore[assignment]

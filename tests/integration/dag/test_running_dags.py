@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import pytest
 import redis
+import sqlalchemy as sa
 from celery.canvas import Signature, _chain, _chord, group
 
 from beatflow.dag.compile import SEGMENT_TASK, compile_run
 from beatflow.errors import ConfError
 from beatflow.runs import follow_run, trigger_dag
 from beatflow.runtime import runtime_of
+from beatflow.store.models import map_items
 
 pytestmark = pytest.mark.slow
 
@@ -33,6 +35,15 @@ def test_a_mapped_task_fans_out_at_run_time_and_the_downstream_gets_the_list(clu
     assert [tasks[f"square[{i}]"].result for i in range(3)] == [1, 4, 9]
     assert tasks["collect"].result["values"] == [1, 4, 9]
     assert tasks["collect"].result["dedupe_key"] == f"t_map/{final.run_id}/collect"
+    # the expansion recorded each instance's item, which the instance read (not the list)
+    m = map_items.c
+    with cluster.store._read("reading the map's items") as conn:
+        items = conn.execute(
+            sa.select(m.task_id, m.map_index, m.item)
+            .where(m.dag_id == "t_map", m.run_id == final.run_id)
+            .order_by(m.map_index)
+        ).all()
+    assert [tuple(row) for row in items] == [("square", 0, 1), ("square", 1, 2), ("square", 2, 3)]
 
 
 def test_mapped_instances_that_also_take_the_whole_list_get_their_item_and_the_list(cluster):

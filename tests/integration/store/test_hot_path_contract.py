@@ -100,6 +100,35 @@ def test_a_mapped_instance_reads_only_its_own_item_of_the_list_it_maps_over(stor
     assert [t.result for t in whole] == [items]
 
 
+def test_an_instance_reads_the_item_recorded_at_expansion_not_its_sources_list(store: Store):
+    # the recorded items differ from the source's result here, to tell which one is read
+    active_run(store, "r5")
+    _source(store, "r5", [1, 2, 3])
+    store.record_map_items("etl", "r5", "each", ["a", {"b": [2]}, None])
+
+    def read(i: int) -> list[object]:
+        _, rows, _ = store.read_and_claim(
+            "etl", "r5", "each", i, f"etl/r5/each[{i}]", ["etl/r5/src"],
+            element=("etl/r5/src", i),
+        )  # fmt: skip
+        _, by_key = store.read_for_task(
+            "etl", "r5", "each", i, {"src"}, keys=["etl/r5/src"], element=("etl/r5/src", i)
+        )
+        assert [t.result for t in by_key] == [t.result for t in rows]
+        return [t.result for t in rows if t.task_id == "src"]
+
+    assert [read(i) for i in range(3)] == [["a"], [{"b": [2]}], [None]]
+    # expanding again (redelivered, or cleared and run again) overwrites the items
+    store.record_map_items("etl", "r5", "each", ["x", "y", "z", "w"])
+    assert read(3) == ["w"]
+    # another task's items, or none recorded: the source's own item
+    store.record_map_items("etl", "r5", "other", ["not this"])
+    _, rows, _ = store.read_and_claim(
+        "etl", "r5", "none", 1, "etl/r5/none[1]", ["etl/r5/src"], element=("etl/r5/src", 1)
+    )
+    assert [t.result for t in rows] == [2]
+
+
 def test_an_element_index_must_be_a_whole_number(store: Store):
     active_run(store, "r6")
     _source(store, "r6", [1, 2])

@@ -6,9 +6,11 @@ import threading
 from datetime import timedelta
 
 import pytest
+import sqlalchemy as sa
 
 from beatflow.errors import StoreError
 from beatflow.store import Store
+from beatflow.store.models import map_items
 from tests.integration.store.conftest import MakeStore
 
 
@@ -54,6 +56,8 @@ def test_prune_deletes_only_finished_runs_older_than_the_cutoff_in_batches(
     store.create_dag_run("etl", "running")
     store.mark_dag_run_running("etl", "running")
     store.claim_task_run("etl/running/t", dag_id="etl", run_id="running", task_id="t")
+    for run_id in ("old0", "running"):
+        store.record_map_items("etl", run_id, "each", [1, 2])
 
     # nothing ended a day ago yet: nothing to prune
     assert store.prune(timedelta(days=1)) == 0
@@ -66,6 +70,9 @@ def test_prune_deletes_only_finished_runs_older_than_the_cutoff_in_batches(
     for i in range(5):
         assert store.get_task_runs("etl", f"old{i}") == []
     assert store.count_dead_letters() == 0
+    with store._read("counting map items") as conn:  # pruned with their run, kept with the rest
+        left = conn.execute(sa.select(map_items.c.run_id, map_items.c.map_index)).all()
+    assert sorted(left) == [("running", 0), ("running", 1)]
     assert store.prune(timedelta(0)) == 0
 
 
