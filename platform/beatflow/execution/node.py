@@ -381,9 +381,8 @@ def _map_item(dag: DAG, spec: TaskSpec, run_id: str, index: int) -> tuple[str, i
 def _reads_item(dag: DAG, spec: TaskSpec, run_id: str, index: int) -> bool:
     """Whether this .map() task's instances read only their own item (``_read``), so that its
     expansion records the items for them (``store.record_map_items``)."""
-    return _row_keys(dag, spec, run_id, index) is not None and bool(
-        _map_item(dag, spec, run_id, index)
-    )
+    keys = _row_keys(dag, spec, run_id, index)
+    return keys is not None and _map_item(dag, spec, run_id, index) is not None
 
 
 def _whole_run_keys(dag: DAG, run_id: str) -> list[str] | None:

@@ -108,20 +108,12 @@ def send_canvas(app: Celery, canvas: Signature) -> None:
     Celery's Redis backend subscribes the sender to the result channel of every group member it
     sends (for ``then`` callbacks). beatflow never waits on those results (task runs live in the
     results DB and node tasks store no Celery result), so in a long-lived sender — the beat, an
-    API process — the subscriptions would only pile up (celery#3812): drop them at once.
+    API process — the subscriptions would only pile up (celery#3812). beatflow's result
+    backends (the only ones its settings allow) register none while canvas is sent
+    (``execution.canvas.sending_canvas``).
     """
-    consumer = getattr(app.backend, "result_consumer", None)
-    before = set(getattr(consumer, "subscribed_to", ()))
-    with sending_canvas():  # beatflow's Redis backends subscribe to nothing for it
+    with sending_canvas():
         canvas.apply_async(ignore_result=True)
-    if consumer is None:
-        return
-    prefix = app.backend.task_keyprefix
-    prefix = prefix.decode() if isinstance(prefix, bytes) else str(prefix)
-    for key in set(consumer.subscribed_to) - before:
-        name = key.decode() if isinstance(key, bytes) else str(key)
-        if name.startswith(prefix):
-            consumer.cancel_for(name[len(prefix) :])
 
 
 def dispatch_waiting(runtime: Runtime, dag_id: str) -> int:

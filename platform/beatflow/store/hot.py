@@ -320,12 +320,9 @@ class HotPathMixin(StoreBase):
         }
         action = f"reading and claiming task {task_id!r} of DAG run {dag_id}/{run_id}"
         if self.dialect == "postgresql":
-            params.setdefault("p_element_key", None)
-            params.setdefault("p_element_index", 0)
-            params.setdefault("p_item_task_id", None)
-            params.setdefault("p_item_map_index", 0)
             with self._write(action) as conn:
-                rows = conn.execute(_read_and_claim_pg(), params).mappings().all()
+                statement = _read_and_claim_pg()
+                rows = conn.execute(statement, {**_NO_ELEMENT, **params}).mappings().all()
         else:
             rows = self._read_and_claim_sqlite(action, params, now)
         if not rows:
@@ -430,7 +427,14 @@ class HotPathMixin(StoreBase):
         return run, tasks
 
 
-_ELEMENT_PARAMS = ("p_element_key", "p_element_index", "p_item_task_id", "p_item_map_index")
+# the element parameters when there is no element (PostgreSQL's one text always binds them)
+_NO_ELEMENT: dict[str, Any] = {
+    "p_element_key": None,
+    "p_element_index": 0,
+    "p_item_task_id": None,
+    "p_item_map_index": 0,
+}
+_ELEMENT_PARAMS = tuple(_NO_ELEMENT)
 
 
 def _element_params(
