@@ -106,6 +106,41 @@ def backend_cpu_ticks(pids: Iterable[int]) -> dict[int, int]:
     return out
 
 
+def children(pid: int) -> list[int]:
+    """The direct children of ``pid`` (a prefork worker's pool processes)."""
+    try:
+        return [int(c) for c in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+    except OSError:
+        return []
+
+
+@dataclass
+class CpuMeter:
+    """CPU seconds of one side's processes around a row: the client (this process), the
+    worker's consumer (its main process), its pool processes and the Redis server."""
+
+    worker_pid: int
+    redis_pid: int
+
+    def ticks(self) -> dict[str, int]:
+        own = os.times()
+        hz = os.sysconf("SC_CLK_TCK")
+        pool = children(self.worker_pid)
+        got = backend_cpu_ticks([self.worker_pid, self.redis_pid, *pool])
+        return {
+            "client": round((own.user + own.system) * hz),
+            "consumer": got.get(self.worker_pid, 0),
+            "pool": sum(got.get(p, 0) for p in pool),
+            "redis": got.get(self.redis_pid, 0),
+        }
+
+    def measure(self, work: Callable[[], None]) -> dict[str, float]:
+        before = self.ticks()
+        work()
+        after = self.ticks()
+        return {k: (after[k] - before[k]) / os.sysconf("SC_CLK_TCK") for k in before}
+
+
 @dataclass
 class PgSnapshot:
     counters: dict[str, int]
@@ -302,6 +337,7 @@ class Row:
     raw_times: list[float] = field(default_factory=list)
     bf_times: list[float] = field(default_factory=list)
     db: dict[str, float] | None = None
+    cpu: dict[str, dict[str, float]] = field(default_factory=dict)  # side -> process -> s
 
 
 def timed(fn: Callable[[], None]) -> float:
@@ -402,7 +438,8 @@ def main() -> None:
         redis.Redis.from_url(url).flushdb()
     env = {
         "BEATFLOW_BROKER_URL": bf_redis,
-        "BEATFLOW_DATABASE_URL": dsn.replace("postgresql://", "postgresql+psycopg://"),
+        "BEATFLOW_DATABASE_URL": dsn.replace("postgresql://", "postgresql+psycopg://")
+        + os.environ.get("BENCH_DB_QUERY", ""),
         "BEATFLOW_DAGS_FOLDER": str(dags),
         "BEATFLOW_LOG_LEVEL": "WARNING",
         "BEATFLOW_TASK_SOFT_TIME_LIMIT": "1200",
@@ -445,6 +482,8 @@ def main() -> None:
     worker.start()
     raw_worker.start()
     meter = PgMeter(dsn, args.db)
+    redis_pid = int(redis.Redis.from_url(bf_redis).info("server")["process_id"])
+    cpus = {"bf": CpuMeter(worker.pid, redis_pid), "raw": CpuMeter(raw_worker.pid, redis_pid)}
     try:
         procs.wait_worker_ready(app, worker)
         procs.wait_worker_ready(raw_app.app, raw_worker)
@@ -460,10 +499,8 @@ def main() -> None:
             for row in rows:
                 sides = [("raw", row.raw, row.raw_times), ("bf", row.beatflow, row.bf_times)]
                 for name, fn, out in sides if rnd % 2 == 0 else sides[::-1]:
-                    if name == "bf" and row.task_runs and rnd == 0 and not args.no_counters:
-                        spent: list[float] = []
-                        row.db = meter.measure(lambda fn=fn, spent=spent: spent.append(timed(fn)))
-                        out.append(spent[0])
+                    if row.task_runs and rnd == 0 and not args.no_counters:
+                        out.append(metered(row, name, fn, cpus[name], meter))
                     else:
                         out.append(timed(fn))
                     for results in drained:  # the send-only row: let the raw worker drain
@@ -483,10 +520,27 @@ def main() -> None:
         worker.stop()
         raw_worker.stop()
     report(rows, floor)
+    report_cpu(rows)
     if not only or 1 in only:
         print(chain_hops(dsn))
     for kind, seconds in plan_seconds().items():
         print(f"plan a 10,000-task non-series-parallel DAG ({kind}): {seconds * 1000:,.0f} ms")
+
+
+def metered(row: Row, side: str, fn: Callable[[], None], cpu: CpuMeter, meter: PgMeter) -> float:
+    """Run one side of a bulk row with its processes' CPU measured (and, for beatflow, the
+    results DB's counters); returns the wall time."""
+    spent: list[float] = []
+
+    def run() -> None:
+        row.cpu[side] = cpu.measure(lambda: spent.append(timed(fn)))
+
+    if side == "bf":
+        row.db = meter.measure(run)
+        row.cpu[side]["PG"] = row.db["cpu_s"]
+    else:
+        run()
+    return spent[0]
 
 
 def chain_hops(dsn: str, runs: int = 30) -> str:
@@ -588,6 +642,26 @@ def report(rows: list[Row], floor: dict[str, float] | None) -> None:
             f"{f['tup_updated'] / 1000:>7.2f} {f['tup_inserted'] / 1000:>7.2f} {'':>8} {'':>9} "
             f"{f['cpu_s']:>15.3f}"
         )
+
+
+def report_cpu(rows: list[Row]) -> None:
+    """Where each side's CPU went in round 1, per task run."""
+    shown = [r for r in rows if r.cpu]
+    if not shown:
+        return
+    print()
+    print("CPU ms per task run by process (round 1; the Redis server is shared by both sides):")
+    names = ("client", "consumer", "pool", "redis", "PG")
+    print(f"{'work':<44} {'side':<9}" + "".join(f"{n:>9}" for n in names) + f"{'total':>9}")
+    for row in shown:
+        for side in ("raw", "bf"):
+            got = row.cpu.get(side, {})
+            cells = [got.get(n, 0.0) * 1000 / row.task_runs for n in names]
+            print(
+                f"{row.label:<44} {side:<9}"
+                + "".join(f"{c:>9.2f}" for c in cells)
+                + f"{sum(cells):>9.2f}"
+            )
 
 
 def bf_rate(row: Row) -> float:
