@@ -3,10 +3,14 @@ transactions take SQLite's write lock up front), error translation, row-to-recor
 
 from __future__ import annotations
 
+import enum
+import functools
 import os
 import weakref
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import UTC
 from typing import TYPE_CHECKING, Any, Self
 
 import sqlalchemy as sa
@@ -14,7 +18,9 @@ from sqlalchemy.dialects import postgresql, sqlite
 
 from beatflow.errors import ResultError
 from beatflow.store.engine import (
+    PG_TRANSACTION,
     SQLITE_BEGIN,
+    UTCDateTime,
     create_engine,
     dumps_json,
     finite_seconds,
@@ -104,19 +110,16 @@ class StoreBase:
         with translate_errors(self.url, action), self._engine.connect() as conn:
             if self.dialect == "sqlite":
                 conn.execution_options(**{SQLITE_BEGIN: "IMMEDIATE"})
-            elif not transaction:
-                conn.execution_options(isolation_level="AUTOCOMMIT")
+            elif transaction:  # the engine's connections are in autocommit (create_engine)
+                conn.execution_options(isolation_level=PG_TRANSACTION)
             with conn.begin():
                 yield conn
 
     @contextmanager
     def _read(self, action: str) -> Iterator[sa.Connection]:
         """Reads: autocommit on PostgreSQL (each is one statement), a deferred one on SQLite."""
-        with translate_errors(self.url, action), self._engine.connect() as conn:
-            if self.dialect != "sqlite":
-                conn.execution_options(isolation_level="AUTOCOMMIT")
-            with conn.begin():
-                yield conn
+        with translate_errors(self.url, action), self._engine.connect() as conn, conn.begin():
+            yield conn
 
 
 def _forget_connections_in_forked_children(store: StoreBase) -> None:
@@ -134,7 +137,79 @@ def _forget_connections_in_forked_children(store: StoreBase) -> None:
     os.register_at_fork(after_in_child=reset)
 
 
-def dag_run_record(row: sa.RowMapping) -> DagRunRecord:
+@dataclass(frozen=True)
+class DriverStatement:
+    """A statement as the driver takes it (psycopg's ``%(name)s`` parameters, no SQLAlchemy
+    processing either way), and how to read its rows: ``columns`` names them in order,
+    ``times`` are the positions of its timestamps (handed back in UTC, as UTCDateTime does).
+    ``defaults``: the values the statement binds itself (its literals), under what is given."""
+
+    sql: str
+    columns: tuple[str, ...]
+    times: frozenset[int]
+    defaults: Mapping[str, Any]
+
+    def mappings(self, rows: Sequence[Sequence[Any]]) -> list[dict[str, Any]]:
+        out = []
+        for row in rows:
+            values = list(row)
+            for i in self.times:
+                if values[i] is not None:
+                    values[i] = values[i].astimezone(UTC)
+            out.append(dict(zip(self.columns, values, strict=True)))
+        return out
+
+
+@functools.cache
+def driver_statement(build: Callable[[], sa.Executable], dialect: sa.Dialect) -> DriverStatement:
+    """``build()`` (a statement returning rows: a text with typed result columns, or an
+    INSERT/UPDATE with RETURNING) compiled once for ``dialect``."""
+    statement: Any = build()
+    compiled = statement.compile(dialect=dialect)
+    selected = getattr(statement, "selected_columns", None)
+    columns = list(statement.exported_columns if selected is None else selected)
+    return DriverStatement(
+        sql=str(compiled),
+        columns=tuple(c.name for c in columns),
+        times=frozenset(i for i, c in enumerate(columns) if isinstance(c.type, UTCDateTime)),
+        defaults={
+            k: v.value if isinstance(v, enum.Enum) else v for k, v in compiled.params.items()
+        },
+    )
+
+
+def driver_rows(
+    conn: sa.Connection, statement: DriverStatement, params: Mapping[str, Any]
+) -> list[dict[str, Any]]:
+    """Run ``statement`` on the psycopg connection under ``conn``, past SQLAlchemy's execution
+    and result layers: for the node wrapper's statements, where those layers (a column object
+    per result column and call, type processors, row proxies) cost the client more CPU than
+    PostgreSQL spends on the statement. Parameters go as they are (the SQL casts each one).
+    A driver error comes back as SQLAlchemy's, and a lost connection is invalidated, so
+    ``translate_errors`` and the pool treat it as they treat any statement's."""
+    fairy = conn.connection
+    driver = fairy.driver_connection
+    dbapi = conn.dialect.loaded_dbapi
+    try:
+        with driver.cursor() as cursor:  # type: ignore[union-attr]
+            cursor.execute(statement.sql, {**statement.defaults, **params})
+            rows = cursor.fetchall()  # every DriverStatement returns rows
+    except dbapi.Error as error:
+        gone = conn.dialect.is_disconnect(error, fairy.dbapi_connection, None)
+        if gone:
+            conn.invalidate(error)
+        raise sa.exc.DBAPIError.instance(
+            statement.sql,
+            dict(params),
+            error,
+            dbapi.Error,
+            connection_invalidated=gone,
+            dialect=conn.dialect,
+        ) from error
+    return statement.mappings(rows)
+
+
+def dag_run_record(row: Mapping[Any, Any]) -> DagRunRecord:
     return DagRunRecord(
         dag_id=row["dag_id"],
         run_id=row["run_id"],
@@ -151,7 +226,7 @@ def dag_run_record(row: sa.RowMapping) -> DagRunRecord:
     )
 
 
-def task_run_record(row: sa.RowMapping) -> TaskRunRecord:
+def task_run_record(row: Mapping[Any, Any]) -> TaskRunRecord:
     return TaskRunRecord(
         dedupe_key=row["dedupe_key"],
         dag_id=row["dag_id"],

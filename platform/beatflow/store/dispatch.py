@@ -11,7 +11,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from beatflow.store.base import StoreBase, dag_run_record
+from beatflow.store.base import StoreBase, dag_run_record, driver_rows, driver_statement
 from beatflow.store.dag_runs import _start_oldest, _where, new_run_values, oldest_first
 from beatflow.store.engine import UTCDateTime, dumps_json, utcnow
 from beatflow.store.models import dag_runs
@@ -66,11 +66,11 @@ class DispatchMixin(StoreBase):
         values = new_run_values(dag_id, run_id, logical_date, trigger, conf, leader_epoch)
         action = f"creating and dispatching DAG run {dag_id}/{run_id}"
         if self.dialect == "postgresql":
-            call = _create_and_start()
             params = {key: values[key] for key in _CREATE_AND_START_PARAMS}
             params.update(conf=dumps_json(values["conf"]), max=max_active_runs)
             with self._write(action) as conn:
-                rows = conn.execute(call, params).mappings().all()
+                call = driver_statement(_create_and_start, conn.dialect)
+                rows = driver_rows(conn, call, params)
             own = next(r for r in rows if r["run_id"] == run_id)
             run = dag_run_record(own)
             started = [dag_run_record(r) for r in rows if r["is_started"]]

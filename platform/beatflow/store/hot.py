@@ -16,7 +16,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import uuid
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from datetime import datetime
 from typing import Any, cast
 
@@ -24,7 +24,13 @@ import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql
 
 from beatflow.errors import StoreError
-from beatflow.store.base import StoreBase, dag_run_record, task_run_record
+from beatflow.store.base import (
+    StoreBase,
+    dag_run_record,
+    driver_rows,
+    driver_statement,
+    task_run_record,
+)
 from beatflow.store.claim_sql import claim_statements, fresh_lease
 from beatflow.store.dag_runs import _start_oldest, oldest_first, transition_statement
 from beatflow.store.engine import UTCDateTime, dumps_json, utcnow
@@ -216,7 +222,6 @@ class HotPathMixin(StoreBase):
         now = utcnow()
         action = f"finishing task run {dedupe_key!r} and closing DAG run {dag_id}/{run_id}"
         if self.dialect == "postgresql":
-            call = _finish_and_close()
             params = {
                 "p_key": dedupe_key,
                 "p_token": token,
@@ -228,7 +233,7 @@ class HotPathMixin(StoreBase):
                 "p_max": max_active_runs,
             }
             with self._write(action) as conn:
-                rows = conn.execute(call, params).mappings().all()
+                rows = driver_rows(conn, driver_statement(_finish_and_close, conn.dialect), params)
             kinds = [r["kind"] for r in rows]
             if kinds == ["lost"]:
                 return FinishedRun(False)
@@ -321,10 +326,11 @@ class HotPathMixin(StoreBase):
             **_element_params(element, task_id, map_index),
         }
         action = f"reading and claiming task {task_id!r} of DAG run {dag_id}/{run_id}"
+        rows: Sequence[Mapping[Any, Any]]
         if self.dialect == "postgresql":
             with self._write(action) as conn:
-                statement = _read_and_claim_pg()
-                rows = conn.execute(statement, {**_NO_ELEMENT, **params}).mappings().all()
+                statement = driver_statement(_read_and_claim_pg, conn.dialect)
+                rows = driver_rows(conn, statement, {**_NO_ELEMENT, **params})
         else:
             rows = self._read_and_claim_sqlite(action, params, now)
         if not rows:
@@ -467,7 +473,5 @@ def _is_own(record: TaskRunRecord, task_id: str, map_index: int) -> bool:
     return record.task_id == task_id and record.map_index == map_index
 
 
-def _strip(row: sa.RowMapping, prefix: str) -> sa.RowMapping:
-    return cast(
-        sa.RowMapping, {k[len(prefix) :]: v for k, v in row.items() if k.startswith(prefix)}
-    )
+def _strip(row: Mapping[Any, Any], prefix: str) -> dict[str, Any]:
+    return {k[len(prefix) :]: v for k, v in row.items() if k.startswith(prefix)}

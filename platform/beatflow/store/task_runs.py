@@ -26,10 +26,10 @@ from typing import Any
 import sqlalchemy as sa
 
 from beatflow.errors import StoreError
-from beatflow.store.base import StoreBase, task_run_record
+from beatflow.store.base import StoreBase, driver_rows, driver_statement, task_run_record
 from beatflow.store.claim_sql import claim_statements, fresh_lease, lease_clock
 from beatflow.store.dead_letters import dead_letter_values
-from beatflow.store.engine import require_aware, utcnow
+from beatflow.store.engine import dumps_json, require_aware, utcnow
 from beatflow.store.models import dead_letters, is_running, task_runs
 from beatflow.store.records import (
     TASK_FAILED,
@@ -46,6 +46,11 @@ from beatflow.store.text import ERROR_MAX_CHARS, TRACEBACK_MAX_CHARS, clean_text
 
 # how often a claim retries when the row changes between its statements (e.g. a concurrent reset)
 _CLAIM_ATTEMPTS = 5
+
+
+def _pg_finish() -> sa.Executable:
+    """The finish on PostgreSQL (``claim_statements(...).finish``), for ``driver_statement``."""
+    return claim_statements("postgresql").finish
 
 
 class TaskRunsMixin(StoreBase):
@@ -148,9 +153,12 @@ class TaskRunsMixin(StoreBase):
         }
         if letter is not None and state != TASK_FAILED:
             raise StoreError(f"task run {dedupe_key!r}: only a failed task run has a dead letter")
-        with self._write(
-            f"finishing task run {dedupe_key!r}", transaction=letter is not None
-        ) as conn:
+        action = f"finishing task run {dedupe_key!r}"
+        if letter is None and self.dialect == "postgresql":  # every task run's: the driver's
+            params["p_result"] = None if result is None else dumps_json(result)
+            with self._write(action) as conn:
+                return bool(driver_rows(conn, driver_statement(_pg_finish, conn.dialect), params))
+        with self._write(action, transaction=letter is not None) as conn:
             row = conn.execute(claim_statements(self.dialect).finish, params).mappings().first()
             if row is not None and letter is not None:
                 self._insert_letter(conn, dedupe_key, error, traceback, letter, **row)

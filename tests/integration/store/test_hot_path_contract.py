@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 import pytest
+import sqlalchemy as sa
 
 from beatflow.errors import StoreError
 from beatflow.store import Store
@@ -390,3 +391,20 @@ def test_postgresql_plans_the_claim_statement_once_per_connection_not_on_every_c
     assert len(plans) == 1, plans
     generic, custom = plans[0]
     assert custom <= 5 and generic >= calls - 5 - 6, (generic, custom)
+
+
+def test_a_value_the_database_refuses_is_a_store_error_and_the_store_goes_on(store: Store):
+    """The hot path's statements run on the driver, past SQLAlchemy: what the driver raises still
+    comes back as beatflow's StoreError (with SQLAlchemy's error as its cause), never raw."""
+    if store.dialect != "postgresql":
+        pytest.skip("the driver path is PostgreSQL's")
+    active_run(store, "rz")
+    with pytest.raises(StoreError) as caught:
+        store.read_and_claim("etl", "rz", "a\x00b", -1, "etl/rz/a\x00b", [])
+    assert "refused reading and claiming task" in str(caught.value)
+    _, _, claim = store.read_and_claim("etl", "rz", "a", -1, "etl/rz/a", [])
+    assert claim is not None and claim.token is not None
+    with pytest.raises(StoreError) as refused:
+        store.finish_task_run("etl/rz/a", claim.token, state="success", map_count=2**40)
+    assert isinstance(refused.value.__cause__, sa.exc.DBAPIError)
+    assert store.finish_task_run("etl/rz/a", claim.token, state="success", result="ab")
