@@ -18,7 +18,6 @@ from sqlalchemy.dialects import postgresql, sqlite
 
 from beatflow.errors import ResultError
 from beatflow.store.engine import (
-    PG_TRANSACTION,
     SQLITE_BEGIN,
     UTCDateTime,
     create_engine,
@@ -110,16 +109,19 @@ class StoreBase:
         with translate_errors(self.url, action), self._engine.connect() as conn:
             if self.dialect == "sqlite":
                 conn.execution_options(**{SQLITE_BEGIN: "IMMEDIATE"})
-            elif transaction:  # the engine's connections are in autocommit (create_engine)
-                conn.execution_options(isolation_level=PG_TRANSACTION)
+            elif not transaction:
+                conn.execution_options(isolation_level="AUTOCOMMIT")
             with conn.begin():
                 yield conn
 
     @contextmanager
     def _read(self, action: str) -> Iterator[sa.Connection]:
         """Reads: autocommit on PostgreSQL (each is one statement), a deferred one on SQLite."""
-        with translate_errors(self.url, action), self._engine.connect() as conn, conn.begin():
-            yield conn
+        with translate_errors(self.url, action), self._engine.connect() as conn:
+            if self.dialect != "sqlite":
+                conn.execution_options(isolation_level="AUTOCOMMIT")
+            with conn.begin():
+                yield conn
 
 
 def _forget_connections_in_forked_children(store: StoreBase) -> None:

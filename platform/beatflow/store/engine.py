@@ -28,8 +28,6 @@ SQLITE_BUSY_TIMEOUT_MS = 30_000
 PG_CONNECT_TIMEOUT_S = 10
 # execution option naming how a SQLite transaction begins ("IMMEDIATE" takes the write lock)
 SQLITE_BEGIN = "beatflow_sqlite_begin"
-# the isolation of the few PostgreSQL writes that need a transaction (the engine autocommits)
-PG_TRANSACTION = "READ COMMITTED"
 
 
 def utcnow() -> datetime:
@@ -90,8 +88,7 @@ def create_engine(url: str, *, statement_timeout: float | None = None) -> sa.Eng
     """A pooled engine: PostgreSQL via psycopg 3; SQLite in WAL mode with a busy
     timeout and explicit BEGIN (IMMEDIATE for writes, so claims serialise like on PostgreSQL).
 
-    PostgreSQL connections are in autocommit unless a caller asks for a transaction, and send
-    TCP keepalives (a half-open connection after a failover is
+    PostgreSQL connections send TCP keepalives (a half-open connection after a failover is
     noticed in ~30 s, not the kernel's ~15 min); ``statement_timeout`` (seconds) bounds every
     statement and the connect, for callers that must never hang (the beat)."""
     parsed = sa.make_url(psycopg_url(url))
@@ -108,11 +105,6 @@ def create_engine(url: str, *, statement_timeout: float | None = None) -> sa.Eng
         pool_recycle=1800,
         json_serializer=dumps_json,
         connect_args=_pg_connect_args(statement_timeout),
-        # Every store statement but a few multi-statement writes is atomic on its own; those ask
-        # for READ COMMITTED (``StoreBase._write(transaction=True)``, migrations). Set here once,
-        # not per checkout: switching it on every checkout and back on every return cost the
-        # node wrapper's two statements per task run more client CPU than the pool itself.
-        isolation_level="AUTOCOMMIT",
     )
 
 

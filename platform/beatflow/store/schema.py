@@ -14,7 +14,7 @@ from alembic.script import ScriptDirectory
 from alembic.util import CommandError
 
 from beatflow.errors import StoreError
-from beatflow.store.engine import PG_TRANSACTION, SQLITE_BEGIN
+from beatflow.store.engine import SQLITE_BEGIN
 
 MIGRATIONS = Path(__file__).parent / "migrations"
 VERSION_TABLE = "beatflow_alembic_version"
@@ -49,10 +49,7 @@ def current_revision(connection: sa.Connection) -> str | None:
 def migrate(engine: sa.Engine, target: str = "head", *, downgrade: bool = False) -> str | None:
     """Upgrade (or downgrade) to ``target`` in one transaction; return the revision reached."""
     with engine.connect() as conn:
-        if conn.dialect.name == "postgresql":  # the store's engine autocommits otherwise
-            conn = conn.execution_options(isolation_level=PG_TRANSACTION)
-        else:
-            conn = conn.execution_options(**{SQLITE_BEGIN: "IMMEDIATE"})
+        conn = conn.execution_options(**{SQLITE_BEGIN: "IMMEDIATE"})
         with conn.begin():
             if conn.dialect.name == "postgresql":
                 conn.execute(sa.select(sa.func.pg_advisory_xact_lock(_PG_UPGRADE_LOCK)))
