@@ -14,7 +14,7 @@ import sqlalchemy as sa
 from beatflow.errors import StoreError
 from beatflow.store.base import StoreBase, dag_run_record
 from beatflow.store.engine import UTCDateTime, dumps_json, require_aware, utcnow
-from beatflow.store.models import dag_runs, is_running, task_runs
+from beatflow.store.models import dag_run_counts, dag_runs, is_running, task_runs
 from beatflow.store.records import (
     DAG_QUEUED,
     DAG_RUN_ACTIVE_STATES,
@@ -109,17 +109,13 @@ def transition_statement(
 
 def _start_oldest(dag_id: str, max_active_runs: int, now: datetime) -> sa.Executable:
     """queued -> running for the oldest queued runs that fit under ``max_active_runs`` running
-    ones, returning them: the free slots (the count capped at the limit), the LIMIT'ed select
-    and the update in one statement (PostgreSQL runs the same in beatflow_start_queued)."""
-    running = (
-        sa.select(sa.func.count())
-        .select_from(
-            sa.select(dag_runs.c.id)
-            .where(dag_runs.c.dag_id == dag_id, is_running(dag_runs.c.state))
-            .limit(max_active_runs)
-            .subquery()
-        )
-        .scalar_subquery()
+    ones, returning them: the free slots (off the DAG's running count, one row), the LIMIT'ed
+    select and the update in one statement (PostgreSQL runs the same in beatflow_start_queued)."""
+    running = sa.func.coalesce(
+        sa.select(dag_run_counts.c.running)
+        .where(dag_run_counts.c.dag_id == dag_id)
+        .scalar_subquery(),
+        0,
     )
     slots = sa.literal(max_active_runs) - running
     oldest = (

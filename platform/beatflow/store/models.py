@@ -148,6 +148,17 @@ class BeatTerm(Base):
     updated_at: Mapped[datetime]
 
 
+class DagRunCount(Base):
+    """A DAG's running runs, kept by triggers on dag_runs (migration 0012) in the transaction
+    that changes a run, so a dispatch reads its free slots off one row, whatever the number
+    running."""
+
+    __tablename__ = "dag_run_counts"
+
+    dag_id: Mapped[str] = mapped_column(sa.String(250), primary_key=True)
+    running: Mapped[int] = mapped_column(sa.Integer)
+
+
 class DagState(Base):
     """Per-DAG switches that must survive restarts (pause)."""
 
@@ -213,6 +224,7 @@ class MapItem(Base):
 dag_runs: sa.Table = DagRun.__table__  # type: ignore[assignment]
 task_runs: sa.Table = TaskRun.__table__  # type: ignore[assignment]
 dead_letters: sa.Table = DeadLetter.__table__  # type: ignore[assignment]
+dag_run_counts: sa.Table = DagRunCount.__table__  # type: ignore[assignment]
 dag_states: sa.Table = DagState.__table__  # type: ignore[assignment]
 audit_events: sa.Table = AuditEvent.__table__  # type: ignore[assignment]
 beat_terms: sa.Table = BeatTerm.__table__  # type: ignore[assignment]

@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import threading
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import pytest
+import sqlalchemy as sa
 
 from beatflow.errors import StaleLeaderError, StoreError
 from beatflow.store import Store
@@ -203,3 +205,115 @@ def test_a_stale_leader_creates_none_of_its_scheduled_runs(store: Store) -> None
             [ScheduledRunDraft("a", "t", datetime(2026, 1, 1), "scheduled", {})], leader_epoch=5
         )
     assert store.list_dag_runs() == []
+
+
+def _running_counts(store: Store) -> tuple[dict[str, int], dict[str, int]]:
+    """The DAGs' running counts as kept (dag_run_counts, zeros left out) and as counted."""
+    with store._engine.connect() as conn:
+        kept = conn.execute(sa.text("SELECT dag_id, running FROM dag_run_counts")).all()
+        counted = conn.execute(
+            sa.text("SELECT dag_id, count(*) FROM dag_runs WHERE state = 'running' GROUP BY dag_id")
+        ).all()
+    return {d: n for d, n in kept if n}, dict(counted)
+
+
+def test_the_running_count_follows_every_change_of_a_run_whoever_makes_it(store: Store) -> None:
+    for i in range(6):
+        store.create_dag_run("d", f"r{i}", logical_date=T0 + timedelta(hours=i))
+    store.create_dag_run("e", "x")
+    steps: list[tuple[dict[str, int], dict[str, int]]] = []
+
+    def check(expected: dict[str, int]) -> None:
+        kept, counted = _running_counts(store)
+        steps.append((kept, counted))
+        assert kept == counted == expected, steps
+
+    check({})
+    assert [r.run_id for r in store.start_queued_dag_runs("d", 3)] == ["r0", "r1", "r2"]
+    store.mark_dag_run_running("e", "x")
+    check({"d": 3, "e": 1})
+    store.finish_dag_run("d", "r0", "success")
+    check({"d": 2, "e": 1})
+    assert store.transition_dag_run("d", "r1", to="cancelled", from_states={"running"})
+    assert store.transition_dag_run("e", "x", to="failed", from_states={"running"})
+    check({"d": 1})
+    assert store.reopen_dag_run("d", "r0")
+    check({"d": 2})
+    with store._engine.begin() as conn:  # an operator's SQL is counted too
+        conn.execute(sa.text("UPDATE dag_runs SET state = 'running' WHERE run_id = 'r3'"))
+        conn.execute(sa.text("DELETE FROM dag_runs WHERE run_id = 'r2'"))
+        conn.execute(sa.text("UPDATE dag_runs SET conf = '{}' WHERE dag_id = 'd'"))
+    check({"d": 2})
+    assert [r.run_id for r in store.start_queued_dag_runs("d", 3)] == ["r4"]
+    check({"d": 3})
+    assert store.start_queued_dag_runs("d", 3) == []
+
+
+def _end_run(s: Store, run_id: str, i: int) -> None:
+    """Stop a running run one of the ways a worker does: the close, or the last task's finish
+    and the close in one call."""
+    if i % 3 == 0:
+        s.finish_dag_run("d", run_id, "success")
+        s.start_queued_dag_runs("d", 4)
+        return
+    key = f"d/{run_id}/last"
+    claim = s.claim_task_run(key, dag_id="d", run_id=run_id, task_id="last")
+    if claim.token is None:  # cancelled already: its task runs were not to start
+        return
+    s.finish_and_close(
+        key, claim.token, result=i, dag_id="d", run_id=run_id, run_state="success",
+        max_active_runs=4,
+    )  # fmt: skip
+
+
+def _trigger_and_end(s: Store, n: int, gate: threading.Barrier, seen: list[Any]) -> None:
+    gate.wait()
+    try:
+        for i in range(15):
+            for run in s.create_and_start_dag_run("d", f"w{n}-{i}", 4, logical_date=T0).started:
+                _end_run(s, run.run_id, i)
+            running = len(s.list_dag_runs("d", state="running", limit=100))
+            if running > 4:
+                seen.append(f"{running} running")
+    except BaseException as exc:  # noqa: BLE001 - reported by the assertion below
+        seen.append(exc)
+
+
+def _cancel_running(s: Store, gate: threading.Barrier, done: threading.Event, seen: list[Any]):
+    gate.wait()
+    try:
+        while not done.is_set():
+            for run in s.list_dag_runs("d", state="running", limit=100):
+                if s.transition_dag_run("d", run.run_id, to="cancelled", from_states={"running"}):
+                    s.start_queued_dag_runs("d", 4)
+    except BaseException as exc:  # noqa: BLE001 - reported by the assertion below
+        seen.append(exc)
+
+
+def test_finishes_cancels_and_dispatches_racing_on_one_dag_keep_its_count_and_never_deadlock(
+    make_store: MakeStore,
+) -> None:
+    """Every way a run stops running, at once with triggers and dispatches of the same DAG, and
+    an operator cancelling whatever runs: no deadlock (PostgreSQL would abort a transaction with
+    a deadlock error), no run over the limit, and the count equal to the running rows at the
+    end."""
+    stores = [make_store() for _ in range(4)]
+    seen: list[Any] = []  # errors, and runs over the limit
+    done = threading.Event()
+    gate = threading.Barrier(len(stores))
+    workers = [
+        threading.Thread(target=_trigger_and_end, args=(s, n, gate, seen))
+        for n, s in enumerate(stores[1:])
+    ]
+    canceller = threading.Thread(target=_cancel_running, args=(stores[0], gate, done, seen))
+    for t in [*workers, canceller]:
+        t.start()
+    for t in workers:
+        t.join(120)
+    done.set()
+    canceller.join(30)
+    assert not any(t.is_alive() for t in [*workers, canceller])
+    assert seen == []
+    kept, counted = _running_counts(stores[0])
+    assert kept == counted
+    assert counted.get("d", 0) == len(stores[0].list_dag_runs("d", state="running", limit=100))

@@ -147,3 +147,40 @@ def test_upgrading_a_database_from_a_newer_beatflow_raises_store_error(database_
             store.upgrade()
     finally:
         store.close()
+
+
+def test_the_running_counts_of_a_database_upgraded_with_runs_running_start_from_its_rows(
+    database_url: str,
+) -> None:
+    """Migration 0012 counts the runs already running; its downgrade goes back to counting rows."""
+    store = Store(database_url)
+    try:
+        store.upgrade()
+        store.downgrade("0011")
+        with store._engine.begin() as conn:
+            for n, state in enumerate(["running", "running", "queued", "success", "running"]):
+                conn.execute(
+                    sa.text(
+                        "INSERT INTO dag_runs (dag_id, run_id, trigger, conf, state, queued_at) "
+                        "VALUES (:d, :r, 'manual', '{}', :s, CURRENT_TIMESTAMP)"
+                    ),
+                    {"d": "a" if n < 4 else "b", "r": f"r{n}", "s": state},
+                )
+        store.upgrade()
+        with store._engine.connect() as conn:
+            counts = dict(conn.execute(sa.text("SELECT dag_id, running FROM dag_run_counts")).all())
+        assert counts == {"a": 2, "b": 1}
+        assert store.start_queued_dag_runs("a", 2) == []  # r2 fits under 2 only after a finish
+        store.finish_dag_run("a", "r0", "success")
+        assert [r.run_id for r in store.start_queued_dag_runs("a", 2)] == ["r2"]
+        store.downgrade("0011")
+        if store.dialect == "postgresql":  # its dispatch is in the database: back to counting
+            store.finish_dag_run("a", "r1", "success")
+            with store._engine.begin() as conn:
+                conn.execute(sa.text("INSERT INTO dag_runs (dag_id, run_id, trigger, conf, state, "
+                                     "queued_at) VALUES ('a', 'r9', 'manual', '{}', 'queued', "
+                                     "CURRENT_TIMESTAMP)"))  # fmt: skip
+            assert [r.run_id for r in store.start_queued_dag_runs("a", 2)] == ["r9"]
+        assert "dag_run_counts" not in sa.inspect(store._engine).get_table_names()
+    finally:
+        store.close()
