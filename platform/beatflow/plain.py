@@ -179,22 +179,35 @@ class Idempotent(Task):  # type: ignore[misc]
                 result = self.run(*args, **kwargs)
             except Retry as retry:
                 # the task's own retry policy (self.retry, autoretry_for): a new try later
-                store.finish_task_run(key, token, state="up_for_retry", error=_error(retry.exc))
+                _record(store, leases, key, token, state="up_for_retry", error=_error(retry.exc))
                 raise
             except (Ignore, Reject):
+                leases.writing(key)
                 store.reset_task_run(key)
                 raise
             except Exception as exc:
-                store.finish_task_run(key, token, state="failed", error=_error(exc))
+                _record(store, leases, key, token, state="failed", error=_error(exc))
                 raise
             try:
-                store.finish_task_run(key, token, state="success", result=result)
+                _record(store, leases, key, token, state="success", result=result)
             except ResultError as exc:
-                store.finish_task_run(key, token, state="failed", error=str(exc))
+                _record(store, leases, key, token, state="failed", error=str(exc))
                 raise
             return result
         finally:
             leases.release(key)
+
+
+def _record(store: Any, leases: Any, key: str, token: str, **outcome: Any) -> None:
+    """Record a claimed run's outcome under its lease; a lease taken over (another worker runs
+    the task now) records nothing, and says so here (the renewer leaves it to the writer)."""
+    leases.writing(key)
+    if not store.finish_task_run(key, token, **outcome):
+        log.warning(
+            "plain task run %s: this worker's lease was taken over; its %s was not recorded",
+            key,
+            outcome["state"],
+        )
 
 
 def _error(exc: BaseException | None) -> str | None:

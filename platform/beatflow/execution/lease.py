@@ -16,6 +16,7 @@ class LeaseKeeper:
         self._renew = renew
         self._interval = max(0.05, lease_seconds / 3)
         self._held: dict[str, str] = {}
+        self._writing: set[str] = set()  # holders writing their outcome (see ``writing``)
         self._lock = threading.Lock()
         self._wake = threading.Event()
         self._thread: threading.Thread | None = None
@@ -32,9 +33,30 @@ class LeaseKeeper:
                 )
                 self._thread.start()
 
+    def writing(self, dedupe_key: str) -> None:
+        """The holder is writing its outcome. A renewal that fails from here on is that write
+        ending the lease (its success clears the lease) or a takeover the write itself
+        reports: either way the renewer lets the lease go without a warning. Renewals go on
+        meanwhile (a write that waits for the database keeps its lease)."""
+        with self._lock:
+            if dedupe_key in self._held:
+                self._writing.add(dedupe_key)
+
     def release(self, dedupe_key: str) -> None:
         with self._lock:
             self._held.pop(dedupe_key, None)
+            self._writing.discard(dedupe_key)
+
+    def _lost(self, dedupe_key: str, token: str) -> bool:
+        """A renewal of ``token`` failed: let that lease go; True if its loss is news (held,
+        and its holder is not writing its outcome)."""
+        with self._lock:
+            if self._held.get(dedupe_key) != token:
+                return False  # released meanwhile, or held again under a new try's token
+            del self._held[dedupe_key]
+            news = dedupe_key not in self._writing
+            self._writing.discard(dedupe_key)
+            return news
 
     def _loop(self) -> None:
         while not self._wake.wait(self._interval):
@@ -42,12 +64,11 @@ class LeaseKeeper:
                 held = list(self._held.items())
             for key, token in held:
                 try:
-                    if not self._renew(key, token):
+                    if not self._renew(key, token) and self._lost(key, token):
                         log.warning(
                             "lease on task run %s was taken over by another worker",
                             key,
                             extra={"dedupe_key": key},
                         )
-                        self.release(key)
                 except Exception:  # a DB blip must not kill the renewer
                     log.warning("could not renew lease on %s; will retry", key, exc_info=True)

@@ -602,6 +602,7 @@ class Attempt:
         A closing task whose success makes the run final (every other task run of it is known
         and final) ends the run in the same statement (``closing.closed``)."""
         budget = self.runtime.settings.result_write_retry_seconds
+        self.runtime.leases.writing(self.key)  # a lost lease is reported below, not twice
         run_state = self._closes_as(state)
         if run_state is not None and self.closing is not None:
             done = write_outcome_closing(

@@ -55,7 +55,9 @@ def test_flower_keeps_at_most_the_configured_number_of_tasks(
             timeout=30,
             message="Flower to receive the last task's events",
         )
-        assert len(get_json(base + "/api/tasks")) == 100
+        # at most the bound (unbounded, it would list all 250); under load Flower's own index
+        # was seen listing fewer than the bound for a moment (38), never more
+        assert 0 < len(get_json(base + "/api/tasks")) <= 100
     finally:
         flower.stop()
 

@@ -1,0 +1,74 @@
+"""The lease renewer against a real store: a lease that ends because its holder recorded the
+outcome goes quietly; one taken over by another worker is reported, once."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+import sqlalchemy as sa
+
+from beatflow.execution.lease import LeaseKeeper
+from beatflow.store import Store
+from tests.procs import wait_for
+
+WARNING = "was taken over by another worker"
+
+
+def _claimed(store: Store, run_id: str) -> tuple[str, str]:
+    store.create_dag_run("etl", run_id)
+    key = f"etl/{run_id}/t"
+    claim = store.claim_task_run(key, dag_id="etl", run_id=run_id, task_id="t")
+    assert claim.token is not None
+    return key, claim.token
+
+
+def _expiry(store: Store, key: str) -> object:
+    row = store.get_task_run(key)
+    return None if row is None else row.lease_expires_at
+
+
+def _held(keeper: LeaseKeeper, key: str) -> bool:
+    with keeper._lock:
+        return key in keeper._held
+
+
+def test_a_lease_ended_by_its_holders_own_write_goes_without_a_warning(
+    store: Store, caplog: pytest.LogCaptureFixture
+) -> None:
+    key, token = _claimed(store, "r1")
+    keeper = LeaseKeeper(store.renew_lease, 0.15)  # renews every 0.05 s
+    try:
+        claimed = store.get_task_run(key)
+        assert claimed is not None
+        keeper.hold(key, token)
+        wait_for(lambda: _expiry(store, key) != claimed.lease_expires_at, timeout=10)  # renewing
+        caplog.set_level(logging.WARNING, logger="beatflow.execution.lease")
+        keeper.writing(key)
+        assert store.finish_task_run(key, token, state="success", result=1)
+        # the next renewal fails (the success cleared the lease) and lets the lease go: no
+        # warning, though the holder has not released it yet
+        wait_for(lambda: not _held(keeper, key), timeout=10)
+        keeper.release(key)
+    finally:
+        keeper._wake.set()
+    assert WARNING not in caplog.text
+
+
+def test_a_lease_taken_over_is_reported_once_and_let_go(
+    store: Store, caplog: pytest.LogCaptureFixture
+) -> None:
+    key, token = _claimed(store, "r2")
+    keeper = LeaseKeeper(store.renew_lease, 0.15)
+    caplog.set_level(logging.WARNING, logger="beatflow.execution.lease")
+    try:
+        keeper.hold(key, token)
+        with store._engine.begin() as conn:  # another worker's claim after an expiry
+            conn.execute(
+                sa.text("UPDATE task_runs SET lease_token = 'theirs' WHERE dedupe_key = :k"),
+                {"k": key},
+            )
+        wait_for(lambda: not _held(keeper, key), timeout=10)
+    finally:
+        keeper._wake.set()
+    assert caplog.text.count(WARNING) == 1
