@@ -11,7 +11,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from beatflow.store.base import StoreBase, dag_run_record, driver_rows, driver_statement
+from beatflow.store.base import StoreBase, dag_run_record
 from beatflow.store.dag_runs import _start_oldest, _where, new_run_values, oldest_first
 from beatflow.store.engine import UTCDateTime, dumps_json, utcnow
 from beatflow.store.models import dag_runs
@@ -68,9 +68,7 @@ class DispatchMixin(StoreBase):
         if self.dialect == "postgresql":
             params = {key: values[key] for key in _CREATE_AND_START_PARAMS}
             params.update(conf=dumps_json(values["conf"]), max=max_active_runs)
-            with self._write(action) as conn:
-                call = driver_statement(_create_and_start, conn.dialect)
-                rows = driver_rows(conn, call, params)
+            rows = self._driver_rows(action, _create_and_start, params)
             own = next(r for r in rows if r["run_id"] == run_id)
             run = dag_run_record(own)
             started = [dag_run_record(r) for r in rows if r["is_started"]]

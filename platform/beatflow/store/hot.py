@@ -27,8 +27,6 @@ from beatflow.errors import StoreError
 from beatflow.store.base import (
     StoreBase,
     dag_run_record,
-    driver_rows,
-    driver_statement,
     task_run_record,
 )
 from beatflow.store.claim_sql import claim_statements, fresh_lease
@@ -232,8 +230,7 @@ class HotPathMixin(StoreBase):
                 "p_run_state": run_state,
                 "p_max": max_active_runs,
             }
-            with self._write(action) as conn:
-                rows = driver_rows(conn, driver_statement(_finish_and_close, conn.dialect), params)
+            rows = self._driver_rows(action, _finish_and_close, params)
             kinds = [r["kind"] for r in rows]
             if kinds == ["lost"]:
                 return FinishedRun(False)
@@ -328,9 +325,7 @@ class HotPathMixin(StoreBase):
         action = f"reading and claiming task {task_id!r} of DAG run {dag_id}/{run_id}"
         rows: Sequence[Mapping[Any, Any]]
         if self.dialect == "postgresql":
-            with self._write(action) as conn:
-                statement = driver_statement(_read_and_claim_pg, conn.dialect)
-                rows = driver_rows(conn, statement, {**_NO_ELEMENT, **params})
+            rows = self._driver_rows(action, _read_and_claim_pg, {**_NO_ELEMENT, **params})
         else:
             rows = self._read_and_claim_sqlite(action, params, now)
         if not rows:

@@ -26,7 +26,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from beatflow.errors import StoreError
-from beatflow.store.base import StoreBase, driver_rows, driver_statement, task_run_record
+from beatflow.store.base import StoreBase, task_run_record
 from beatflow.store.claim_sql import claim_statements, fresh_lease, lease_clock
 from beatflow.store.dead_letters import dead_letter_values
 from beatflow.store.engine import dumps_json, require_aware, utcnow
@@ -156,8 +156,7 @@ class TaskRunsMixin(StoreBase):
         action = f"finishing task run {dedupe_key!r}"
         if letter is None and self.dialect == "postgresql":  # every task run's: the driver's
             params["p_result"] = None if result is None else dumps_json(result)
-            with self._write(action) as conn:
-                return bool(driver_rows(conn, driver_statement(_pg_finish, conn.dialect), params))
+            return bool(self._driver_rows(action, _pg_finish, params))
         with self._write(action, transaction=letter is not None) as conn:
             row = conn.execute(claim_statements(self.dialect).finish, params).mappings().first()
             if row is not None and letter is not None:

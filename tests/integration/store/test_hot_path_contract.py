@@ -408,3 +408,16 @@ def test_a_value_the_database_refuses_is_a_store_error_and_the_store_goes_on(sto
         store.finish_task_run("etl/rz/a", claim.token, state="success", map_count=2**40)
     assert isinstance(refused.value.__cause__, sa.exc.DBAPIError)
     assert store.finish_task_run("etl/rz/a", claim.token, state="success", result="ab")
+
+
+def test_a_connection_the_hot_path_used_goes_back_to_the_pool_out_of_autocommit(store: Store):
+    """The hot path runs in autocommit on a pooled psycopg connection; the next user of that
+    connection must get a transaction from begin() (LOCK TABLE refuses to run outside one)."""
+    if store.dialect != "postgresql":
+        pytest.skip("the driver path is PostgreSQL's")
+    store.create_and_start_dag_run("etl", "ac", 16)
+    assert store.read_and_claim("etl", "ac", "t", -1, "etl/ac/t", [])[2] is not None
+    with store._engine.connect() as conn:  # the pool hands back the connection just used
+        with conn.begin():
+            conn.execute(sa.text("LOCK TABLE dag_runs IN SHARE MODE"))
+        assert conn.connection.driver_connection.autocommit is False

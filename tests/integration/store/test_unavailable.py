@@ -33,6 +33,12 @@ CALLS: dict[str, Callable[[Store], Any]] = {
     "claim_task_run": lambda s: s.claim_task_run("k", dag_id="etl", run_id="r", task_id="t"),
     "finish_task_run": lambda s: s.finish_task_run("k", "token", state="success", result=1),
     "renew_lease": lambda s: s.renew_lease("k", "token"),
+    # the node wrapper's and the trigger's statements, on a pooled psycopg connection
+    "read_and_claim": lambda s: s.read_and_claim("etl", "r", "t", -1, "k", []),
+    "finish_and_close": lambda s: s.finish_and_close(
+        "k", "token", result=1, dag_id="etl", run_id="r", run_state="success", max_active_runs=1
+    ),
+    "create_and_start_dag_run": lambda s: s.create_and_start_dag_run("etl", "r", 1),
     "add_dead_letter": lambda s: s.add_dead_letter(
         dedupe_key="k",
         dag_id="etl",
