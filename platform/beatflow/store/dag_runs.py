@@ -272,9 +272,10 @@ class DagRunsMixin(StoreBase):
         One winner: the count and the updates run after a per-DAG lock is held (SQLite: the
         database write lock of BEGIN IMMEDIATE; PostgreSQL: a transaction-scoped advisory lock
         taken by the function ``beatflow_start_queued``, one round trip), so concurrent
-        dispatchers never start one run twice nor exceed the limit. The work is bounded by the
-        limit, whatever the number of queued runs: a COUNT capped at the limit and a LIMIT'ed
-        select on the (dag_id, state, logical_date) index, inside one UPDATE.
+        dispatchers never start one run twice nor exceed the limit. The work is O(1) whatever
+        the number of runs queued or running, plus the runs it starts: the DAG's running count
+        (one row of dag_run_counts, migration 0012) and a LIMIT'ed select on the (dag_id,
+        state, logical_date) index, inside one UPDATE.
         """
         if if_queued and not self._any_queued(dag_id):
             return []
