@@ -4,13 +4,11 @@ itself, and the catch-up fallback (the latest scheduled tick)."""
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy.dialects import postgresql, sqlite
 
 from beatflow.errors import StaleLeaderError
 from beatflow.store.base import StoreBase, dag_run_record
@@ -111,10 +109,15 @@ class BeatTermsMixin(StoreBase):
         unique = {(d.dag_id, d.run_id): d for d in drafts}
         rows = [_scheduled_values(d, epoch, now) for d in unique.values()]
         pair = sa.tuple_(dag_runs.c.dag_id, dag_runs.c.run_id)
-        # many parameter sets to one cached statement: SQLAlchemy batches them into multi-row
-        # INSERTs itself ("insertmanyvalues"), where .values(rows) compiled a new statement
-        # (a bind parameter per value) on every call
-        inserted = conn.execute(_insert_draft_statement(self.dialect), rows).mappings()
+        # many parameter sets to one statement: SQLAlchemy compiles it once (its cache) and
+        # batches the sets into multi-row INSERTs itself ("insertmanyvalues"), where
+        # .values(rows) compiled a new statement (a bind parameter per value) on every call
+        insert = (
+            self._insert(dag_runs)
+            .on_conflict_do_nothing(index_elements=["dag_id", "run_id"])
+            .returning(*dag_runs.c)
+        )
+        inserted = conn.execute(insert, rows).mappings()
         made = {(r.dag_id, r.run_id): r for r in map(dag_run_record, inserted)}
         others = sorted(key for key in unique if key not in made)
         found: dict[tuple[str, str], DagRunRecord] = {}
@@ -161,14 +164,6 @@ class BeatTermsMixin(StoreBase):
             )
             newest = epoch
         return newest
-
-
-@functools.cache
-def _insert_draft_statement(dialect: str) -> sa.Executable:
-    """The INSERT of one draft's values, its conflict a no-op, returning the row it made; one
-    construct per dialect, so SQLAlchemy compiles it once."""
-    insert = postgresql.insert(dag_runs) if dialect == "postgresql" else sqlite.insert(dag_runs)
-    return insert.on_conflict_do_nothing(index_elements=["dag_id", "run_id"]).returning(*dag_runs.c)
 
 
 def _scheduled_values(

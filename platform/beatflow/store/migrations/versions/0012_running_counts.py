@@ -68,8 +68,10 @@ PG_TRIGGERS = (
     "WHEN (OLD.state = 'running') EXECUTE FUNCTION beatflow_count_running()",
 )
 
-# beatflow_start_queued (migration 0007) with the free slots read off the count
-PG_START_QUEUED = """
+
+def _start_queued(running: str) -> str:
+    """``beatflow_start_queued`` (migration 0007) with ``running`` as the DAG's running runs."""
+    return f"""
 CREATE OR REPLACE FUNCTION beatflow_start_queued(
     p_dag_id text, p_max integer
 ) RETURNS SETOF dag_runs
@@ -84,9 +86,7 @@ BEGIN
             SELECT q.id FROM dag_runs q
             WHERE q.dag_id = p_dag_id AND q.state = 'queued'
             ORDER BY q.logical_date, q.id
-            LIMIT greatest(0, p_max - coalesce(
-                (SELECT c.running FROM dag_run_counts c WHERE c.dag_id = p_dag_id), 0
-            ))
+            LIMIT greatest(0, p_max - {running})
         ) AND dag_runs.state = 'queued'
         RETURNING dag_runs.*
     )
@@ -95,35 +95,16 @@ END
 $fn$
 """
 
-PG_START_QUEUED_0007 = """
-CREATE OR REPLACE FUNCTION beatflow_start_queued(
-    p_dag_id text, p_max integer
-) RETURNS SETOF dag_runs
-LANGUAGE plpgsql VOLATILE AS $fn$
-BEGIN
-    PERFORM pg_advisory_xact_lock(hashtext('beatflow.dispatch'), hashtext(p_dag_id));
-    RETURN QUERY
-    WITH started AS (
-        UPDATE dag_runs
-        SET state = 'running', started_at = coalesce(dag_runs.started_at, clock_timestamp())
-        WHERE dag_runs.id IN (
-            SELECT q.id FROM dag_runs q
-            WHERE q.dag_id = p_dag_id AND q.state = 'queued'
-            ORDER BY q.logical_date, q.id
-            LIMIT greatest(0, p_max - (
-                SELECT count(*) FROM (
-                    SELECT 1 FROM dag_runs r
-                    WHERE r.dag_id = p_dag_id AND r.state = 'running'
-                    LIMIT p_max
-                ) AS capped
-            ))
-        ) AND dag_runs.state = 'queued'
-        RETURNING dag_runs.*
-    )
-    SELECT * FROM started;
-END
-$fn$
-"""
+
+# this revision: the free slots read off the count
+PG_START_QUEUED = _start_queued(
+    "coalesce((SELECT c.running FROM dag_run_counts c WHERE c.dag_id = p_dag_id), 0)"
+)
+# migration 0007's, for the downgrade: the DAG's running runs counted, up to the limit
+PG_START_QUEUED_0007 = _start_queued(
+    "(SELECT count(*) FROM (SELECT 1 FROM dag_runs r "
+    "WHERE r.dag_id = p_dag_id AND r.state = 'running' LIMIT p_max) AS capped)"
+)
 
 # SQLite: the same three triggers; its writers take turns on the database's write lock
 SQLITE_ADD = (
