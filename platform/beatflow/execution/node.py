@@ -697,9 +697,10 @@ def _write_retries(key: str, budget: float) -> tenacity.Retrying:
         wait=tenacity.wait_exponential_jitter(initial=0.1, max=MAX_SLEEP_SECONDS),
         stop=tenacity.stop_after_delay(budget),
         before_sleep=lambda rs: log.warning(
-            "results database unavailable while recording %s (write try %d); retrying",
+            "results database unavailable while recording %s (write try %d: %s); retrying",
             key,
             rs.attempt_number,
+            rs.outcome.exception() if rs.outcome else "no outcome",
         ),
         reraise=True,
     )

@@ -115,7 +115,10 @@ def follow_run(
                 if time.monotonic() > deadline:
                     raise TimeoutError(f"results database unavailable: {exc}") from exc
                 log.warning(
-                    "results database unavailable while following %s/%s; retrying", dag_id, run_id
+                    "results database unavailable while following %s/%s (%s); retrying",
+                    dag_id,
+                    run_id,
+                    exc,
                 )
                 time.sleep(min(1.0, poll))
                 continue
