@@ -8,7 +8,8 @@ the results DB pays per task run (PostgreSQL's own counters) next to a bare inse
 Both workers: prefork -c 2, acks_late, prefetch 1, -E. The raw app is bench/raw_app.py (no
 beatflow code); beatflow's results DB is PostgreSQL with dedupe keys. Rows run interleaved
 (raw, beatflow, raw, ...; the first side alternates by round); medians are printed with the
-ratio beatflow / raw. The DB counters are read in round 1 around each bulk row, after waiting
+ratio beatflow / raw. The 10-task chain takes 10 samples a side in each round (in turns), the
+other rows one. The DB counters are read in round 1 around each bulk row, after waiting
 for every backend to flush its statistics (PostgreSQL flushes an idle backend's within ~10 s).
 """
 
@@ -44,6 +45,7 @@ from tests import procs  # noqa: E402
 
 FINAL = ("success", "failed", "cancelled")
 STAT_FLUSH_WAIT = 11.0  # PostgreSQL 15 flushes an idle backend's statistics after 10 s
+CHAIN_SAMPLES = 10  # one chain is ~50 ms: a single sample per round is mostly noise
 
 BENCH_DAGS = """
 from beatflow import DAG, task
@@ -334,6 +336,7 @@ class Row:
     beatflow: Callable[[], None]
     task_runs: int = 0  # > 0: a bulk row, measured with the DB counters
     dag_runs: int = 0
+    repeat: int = 1  # samples per side per round (raw, beatflow, raw, ... in turn)
     raw_times: list[float] = field(default_factory=list)
     bf_times: list[float] = field(default_factory=list)
     db: dict[str, float] | None = None
@@ -366,6 +369,7 @@ def make_rows(
                 "10-task chain, trigger -> final",
                 lambda: b.raw_chain(10),
                 lambda: b.bf_one("b_chain10"),
+                repeat=CHAIN_SAMPLES,
             ),
             Row("1 -> 100 -> 1", lambda: b.raw_fan(100), lambda: b.bf_one("b_fan100")),
             Row("1 -> 1,000 -> 1", lambda: b.raw_fan(1000), lambda: b.bf_one("b_fan1000")),
@@ -498,21 +502,26 @@ def main() -> None:
         for rnd in range(args.rounds):
             for row in rows:
                 sides = [("raw", row.raw, row.raw_times), ("bf", row.beatflow, row.bf_times)]
-                for name, fn, out in sides if rnd % 2 == 0 else sides[::-1]:
-                    if row.task_runs and rnd == 0 and not args.no_counters:
-                        out.append(metered(row, name, fn, cpus[name], meter))
-                    else:
-                        out.append(timed(fn))
-                    for results in drained:  # the send-only row: let the raw worker drain
-                        for r in results:
-                            r.get(timeout=600)
-                    drained.clear()
-                    for runs in pending:
-                        wait_all_final(meter, runs)
-                    pending.clear()
+                for sample in range(row.repeat):
+                    turn = sides if (rnd + sample) % 2 == 0 else sides[::-1]
+                    for name, fn, out in turn:
+                        if row.task_runs and rnd == 0 and not args.no_counters:
+                            out.append(metered(row, name, fn, cpus[name], meter))
+                        else:
+                            out.append(timed(fn))
+                        for results in drained:  # the send-only row: let the raw worker drain
+                            for r in results:
+                                r.get(timeout=600)
+                        drained.clear()
+                        for runs in pending:
+                            wait_all_final(meter, runs)
+                        pending.clear()
+                raw_now = statistics.median(row.raw_times[-row.repeat :])
+                bf_now = statistics.median(row.bf_times[-row.repeat :])
+                each = f" (median of {row.repeat})" if row.repeat > 1 else ""
                 print(
-                    f"round {rnd + 1} {row.label}: raw {row.raw_times[-1]:.3f}s "
-                    f"beatflow {row.bf_times[-1]:.3f}s",
+                    f"round {rnd + 1} {row.label}: raw {raw_now:.3f}s beatflow {bf_now:.3f}s"
+                    + each,
                     flush=True,
                 )
         floor = None if args.no_counters else floor_cost(meter, 1000)
