@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 import redis
 from celery import Celery
 
-from beatflow.errors import RunNotFoundError, StoreUnavailableError
+from beatflow.errors import RunNotFoundError, StoreError, StoreUnavailableError
 from beatflow.execution import announce
 from beatflow.runtime import runtime_of
 from beatflow.states import DAG_RUN_FINAL
@@ -21,7 +21,7 @@ from beatflow.states import DAG_RUN_FINAL
 if TYPE_CHECKING:
     from redis.client import PubSub
 
-    from beatflow.store import DagRunRecord, TaskRunRecord
+    from beatflow.store import DagRunRecord, Store, TaskRunRecord
 
 log = logging.getLogger(__name__)
 
@@ -35,6 +35,7 @@ class _Wakeups:
     def __init__(self, app: Celery, dag_id: str, run_id: str, *, tasks: bool) -> None:
         self.kinds = {announce.RUN, announce.TASK} if tasks else {announce.RUN}
         self.pubsub: PubSub | None = None
+        self.marked = False  # the run is marked followed (its end is announced)
         client = announce.client_of(app)
         if client is None:
             return
@@ -73,6 +74,24 @@ class _Wakeups:
             self.pubsub = None
 
 
+def _read_run(store: Store, wakeups: _Wakeups, dag_id: str, run_id: str) -> DagRunRecord | None:
+    """The run as it stands. The first read of a follower that listens marks the run followed
+    in the same statement, so its end is announced (``store.follow_dag_run``); a database that
+    refuses the mark (a read-only role) leaves the follower polling."""
+    if wakeups.pubsub is None or wakeups.marked:
+        return store.get_dag_run(dag_id, run_id)
+    try:
+        run = store.follow_dag_run(dag_id, run_id)
+    except StoreUnavailableError:
+        raise
+    except StoreError as exc:
+        log.warning("cannot mark %s/%s followed (%s); polling instead", dag_id, run_id, exc)
+        wakeups.close()
+        return store.get_dag_run(dag_id, run_id)
+    wakeups.marked = True
+    return run
+
+
 def _kind(message: dict[str, object]) -> str:
     data = message.get("data")
     return data.decode() if isinstance(data, bytes) else str(data)
@@ -104,7 +123,7 @@ def follow_run(
     try:
         while True:
             try:
-                run = store.get_dag_run(dag_id, run_id)
+                run = _read_run(store, wakeups, dag_id, run_id)
                 tasks = (
                     store.get_task_runs(dag_id, run_id)
                     if run is not None and on_task_change is not None

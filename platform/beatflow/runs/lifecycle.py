@@ -244,7 +244,8 @@ def _closed(
     ``on_closed``), the DAG's on_failure callback, and the dispatch of waiting runs (or, when
     the close already started them, ``started``: sending them)."""
     dag_id, run_id = record.dag_id, record.run_id
-    announce.announce(runtime.app, dag_id, run_id, announce.RUN)
+    if record.followed:  # someone listens (migration 0013): wake it
+        announce.announce(runtime.app, dag_id, run_id, announce.RUN)
     log.info(
         "DAG run %s/%s finished: %s in %.3fs",
         dag_id,

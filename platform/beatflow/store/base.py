@@ -261,6 +261,7 @@ def dag_run_record(row: Mapping[Any, Any]) -> DagRunRecord:
         leader_epoch=row["leader_epoch"],
         failure_reason=row.get("failure_reason"),
         resume_count=row.get("resume_count") or 0,
+        followed=bool(row.get("followed")),
     )
 
 

@@ -219,6 +219,20 @@ class DagRunsMixin(StoreBase):
             found = row.first()
         return None if found is None else dag_run_record(found)
 
+    def follow_dag_run(self, dag_id: str, run_id: str) -> DagRunRecord | None:
+        """Mark the run followed (its end is then announced on Redis, migration 0013) and
+        return it as it stands after that; None when there is no such run. A follower calls
+        this once it listens, before it reads the run in any other way."""
+        follow = (
+            sa.update(dag_runs)
+            .where(_where(dag_id, run_id))
+            .values(followed=True)
+            .returning(*dag_runs.c)
+        )
+        with self._write(f"following DAG run {dag_id}/{run_id}") as conn:
+            found = conn.execute(follow).mappings().first()
+        return None if found is None else dag_run_record(found)
+
     def list_dag_runs(
         self, dag_id: str | None = None, *, state: str | None = None, limit: int = 50
     ) -> list[DagRunRecord]:

@@ -72,6 +72,8 @@ class DagRun(Base):
     resume_after: Mapped[datetime | None]
     # why the beat recorded this scheduled run as failed without running it (e.g. a bad conf)
     failure_reason: Mapped[str | None] = mapped_column(sa.Text)
+    # someone follows the run (migration 0013): its end is announced on Redis only then
+    followed: Mapped[bool] = mapped_column(sa.Boolean, server_default=sa.false())
 
 
 class TaskRun(Base):

@@ -81,6 +81,7 @@ class DagRunRecord:
     leader_epoch: int | None
     resume_count: int = 0  # times the reconciler re-sent its remaining work
     failure_reason: str | None = None  # set when the beat recorded a scheduled run as failed
+    followed: bool = False  # someone follows it: its end is announced (migration 0013)
 
     @property
     def duration_seconds(self) -> float | None:

@@ -9,6 +9,7 @@ from datetime import UTC, datetime
 
 import pytest
 
+from beatflow.execution import announce
 from beatflow.runs import follow_run, trigger_dag
 from beatflow.states import DagRunState
 from beatflow.store import DagRunRecord
@@ -69,3 +70,40 @@ def test_a_run_closed_without_an_announcement_is_found_by_the_fallback_poll(clus
     procs.wait_for(lambda: out, timeout=60, message="the fallback poll to see the end")
     assert "error" not in out, out
     assert out["final"].state == DagRunState.FAILED  # type: ignore[attr-defined]
+
+
+def test_only_the_end_of_a_followed_run_is_announced(cluster):
+    """A worker publishes a run's end only when someone follows it (migration 0013): a run
+    nobody follows costs no publish. A spy on every run channel of the DAG sees the followed
+    run's announcement and nothing of the other's, though that one ended first: Redis hands a
+    publish to its subscribers before it answers the publisher, and the worker logs the end
+    after the publish, so waiting for that log line leaves nothing in flight."""
+    client = announce.client_of(cluster.app)
+    assert client is not None
+    spy = client.pubsub(ignore_subscribe_messages=True)
+    spy.psubscribe(f"{announce.CHANNEL_PREFIX}t_chain/*")
+    try:
+        alone = trigger_dag(cluster.app, "t_chain")
+        procs.wait_for(
+            lambda: any(
+                f"DAG run t_chain/{alone.run_id} finished" in w.log() for w in cluster.workers
+            ),
+            timeout=90,
+            message="the unfollowed run to end",
+        )
+        followed = trigger_dag(cluster.app, "t_chain")
+        final = follow_run(cluster.app, "t_chain", followed.run_id, poll=NO_POLL, timeout=120)
+        assert final.state == DagRunState.SUCCESS
+        seen: list[str] = []
+        wanted = announce.channel("t_chain", followed.run_id)
+
+        def followed_seen() -> bool:
+            message = spy.get_message(timeout=0.2)
+            if message is not None:
+                seen.append(message["channel"].decode())
+            return wanted in seen
+
+        procs.wait_for(followed_seen, timeout=30, message="the followed run's announcement")
+        assert seen == [wanted], seen
+    finally:
+        spy.close()

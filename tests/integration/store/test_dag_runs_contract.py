@@ -129,3 +129,43 @@ def test_dag_runs_are_counted_by_dag_and_state(store: Store) -> None:
         ("etl", "queued"): 1,
         ("other", "queued"): 1,
     }
+
+
+def _running_run(store: Store, dag_id: str, run_id: str) -> None:
+    store.create_dag_run(dag_id, run_id, logical_date=None, trigger="manual", conf={})
+    assert [r.run_id for r in store.start_queued_dag_runs(dag_id, 100)] == [run_id]
+
+
+def test_a_followed_run_ends_as_followed_by_every_closing_path(store: Store) -> None:
+    """follow_dag_run marks a run (migration 0013), and the statements that end a run return
+    the mark, so the worker announces the end exactly when someone listens."""
+    assert store.follow_dag_run("etl", "no-such-run") is None
+    for run_id in ("watched", "alone", "watched-closed", "alone-closed"):
+        _running_run(store, "etl", run_id)
+    marked = store.follow_dag_run("etl", "watched")
+    assert marked is not None and marked.followed and marked.state == "running"
+    marked = store.follow_dag_run("etl", "watched-closed")
+    assert marked is not None and marked.followed
+    assert store.get_dag_run("etl", "alone").followed is False  # type: ignore[union-attr]
+    # the closing task's own finish (one statement on PostgreSQL)
+    for run_id in ("watched", "alone"):
+        key = f"etl/{run_id}/last"
+        claim = store.claim_task_run(
+            key, dag_id="etl", run_id=run_id, task_id="last", map_index=-1, worker="w"
+        )
+        assert claim.token is not None
+        done = store.finish_and_close(
+            key, claim.token, result=None, dag_id="etl", run_id=run_id,
+            run_state="success", max_active_runs=100,
+        )  # fmt: skip
+        assert done.closed is not None
+        assert done.closed.followed is (run_id == "watched")
+    # the close by a separate step (beatflow.finish_run, the reconciler)
+    for run_id in ("watched-closed", "alone-closed"):
+        closed = store.transition_dag_run_returning(
+            "etl", run_id, to="failed", from_states={"running"}
+        )
+        assert closed is not None and closed.followed is (run_id == "watched-closed")
+    # a follower that comes after the end sees it at once
+    late = store.follow_dag_run("etl", "alone")
+    assert late is not None and late.state == "success"
