@@ -1,7 +1,8 @@
 """What one task message costs its sender in CPU: Celery's own publish path, a stock app beside
 beatflow's app (its Redis transport, its settings), to a queue no worker reads. This is what a
 ``.map()`` expansion pays per instance inside a worker, and what raw Celery's client pays for a
-group (bench_throughput's 10,000-wide row).
+group (bench_throughput's 10,000-wide row); and the announcement of a run's end, which a
+worker now publishes only for a followed run.
 
     .venv/bin/python bench/bench_send_cost.py [--messages 3000] [--redis redis://127.0.0.1:6408]
 
@@ -26,6 +27,7 @@ import redis  # noqa: E402
 from celery import group  # noqa: E402
 
 from beatflow.app import create_app  # noqa: E402
+from beatflow.execution import announce  # noqa: E402
 from beatflow.settings import Settings  # noqa: E402
 
 QUEUE = "bench-send-cost-nobody"
@@ -94,6 +96,15 @@ def main() -> None:
                     f"{way:<32} {raw[0]:>7.0f} / {raw[1]:>6.0f} {ours[0]:>7.0f} / {ours[1]:>6.0f} "
                     f"{ours[0] / raw[0]:>5.2f}x"
                 )
+            # what a worker saves per DAG run nobody follows (migration 0013)
+            cpu, wall = per_message(
+                args.messages,
+                lambda: [
+                    announce.announce(bf, "bench", f"r{i}", announce.RUN)
+                    for i in range(args.messages)
+                ],
+            )
+            print(f"{'a run end announced (PUBLISH)':<32} {'':>16} {cpu:>7.0f} / {wall:>6.0f}")
         finally:
             bf.close()
             redis.Redis.from_url(url).flushdb()
