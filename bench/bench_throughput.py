@@ -509,13 +509,7 @@ def main() -> None:
                             out.append(metered(row, name, fn, cpus[name], meter))
                         else:
                             out.append(timed(fn))
-                        for results in drained:  # the send-only row: let the raw worker drain
-                            for r in results:
-                                r.get(timeout=600)
-                        drained.clear()
-                        for runs in pending:
-                            wait_all_final(meter, runs)
-                        pending.clear()
+                        settle(meter, drained, pending)
                 raw_now = statistics.median(row.raw_times[-row.repeat :])
                 bf_now = statistics.median(row.bf_times[-row.repeat :])
                 each = f" (median of {row.repeat})" if row.repeat > 1 else ""
@@ -534,6 +528,17 @@ def main() -> None:
         print(chain_hops(dsn))
     for kind, seconds in plan_seconds().items():
         print(f"plan a 10,000-task non-series-parallel DAG ({kind}): {seconds * 1000:,.0f} ms")
+
+
+def settle(meter: PgMeter, drained: list[list[Any]], pending: list[list[tuple[str, str]]]) -> None:
+    """After the send-only rows: let each side's worker finish what was only sent."""
+    for results in drained:
+        for r in results:
+            r.get(timeout=600)
+    drained.clear()
+    for runs in pending:
+        wait_all_final(meter, runs)
+    pending.clear()
 
 
 def metered(row: Row, side: str, fn: Callable[[], None], cpu: CpuMeter, meter: PgMeter) -> float:
