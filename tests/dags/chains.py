@@ -62,3 +62,17 @@ with DAG("t_map_whole"):  # the instances also take the whole list it maps over
 
 with DAG("t_map_empty"):
     collect(square.map(double.override(task_id="empty_list")([])))
+
+
+@task
+def many() -> list[int]:
+    return list(range(150))
+
+
+@task
+def tally(xs: list[int], tag: str) -> dict:
+    return {"n": len(xs), "sum": sum(xs), "tag": tag}
+
+
+with DAG("t_map_wide"):  # three chunks of instances, in a fan-in with another branch
+    tally(square.map(many()), left())

@@ -126,7 +126,9 @@ def compile_run(
 def map_signatures(
     app: Celery, dag: DAG, task_id: str, run_id: str, start: int, end: int
 ) -> Signature:
-    """Canvas for mapped task runs ``start..end-1``: one group, nested in chunks of FANOUT."""
+    """Canvas for mapped task runs ``start..end-1``: one group, nested in chunks of FANOUT
+    (``beatflow.map_chunk`` tasks sending the next level). Sent as it is, never as a chord's
+    header: the expansion's fan-in counts its instances in the results DB (``fan_out``)."""
     count = end - start
     if count <= FANOUT:
         return group([task_signature(app, dag, task_id, run_id, i) for i in range(start, end)])

@@ -20,6 +20,7 @@ from typing import Any
 from celery import Task as CeleryTask
 from celery import group, signature
 from celery import states as celery_states
+from celery.app.task import Context
 from celery.backends.redis import RedisBackend, SentinelBackend
 
 log = logging.getLogger(__name__)
@@ -38,7 +39,38 @@ def continue_canvas(task: CeleryTask) -> None:
     request = task.request
     if getattr(request, _CONTINUED, False):
         return
-    app = task.app
+    _send_next(task.app, task.backend, request)
+    detach(task)
+
+
+def detach(task: CeleryTask) -> None:
+    """Leave nothing for Celery to continue after ``task`` (no callbacks, chain or chord):
+    what followed it was sent, or will be (a .map() expansion's fan-in)."""
+    request = task.request
+    request.callbacks = None
+    request.chain = None
+    request.chord = None
+    setattr(request, _CONTINUED, True)
+
+
+# the request fields that say what follows a task in its canvas
+_CANVAS_FIELDS = ("id", "root_id", "group", "group_index", "chord", "chain", "callbacks")
+
+
+def captured(task: CeleryTask) -> dict[str, Any]:
+    """What follows ``task`` in its canvas, as JSON (stored with a .map() expansion's fan-in,
+    sent by ``continue_captured`` once the last instance ends)."""
+    request = task.request
+    return {name: getattr(request, name, None) for name in _CANVAS_FIELDS}
+
+
+def continue_captured(app: Any, canvas: dict[str, Any]) -> None:
+    """Send what ``captured`` recorded, as Celery would have after that task's success."""
+    fields = {name: canvas.get(name) for name in _CANVAS_FIELDS}
+    _send_next(app, app.backend, Context(fields))
+
+
+def _send_next(app: Any, backend: Any, request: Any) -> None:
     parent = {"parent_id": request.id, "root_id": request.root_id or request.id}
     for callback in _callback_signatures(request.callbacks, app):
         callback.apply_async((None,), **parent)
@@ -50,11 +82,7 @@ def continue_canvas(task: CeleryTask) -> None:
     if request.chord:
         # Count this part as done without an error, so the chord's body (the next DAG level)
         # is sent when the other parts finish, instead of a ChordError.
-        task.backend.on_chord_part_return(request, celery_states.SUCCESS, None)
-    request.callbacks = None
-    request.chain = None
-    request.chord = None
-    setattr(request, _CONTINUED, True)
+        backend.on_chord_part_return(request, celery_states.SUCCESS, None)
 
 
 def is_continued(task: CeleryTask) -> bool:

@@ -21,6 +21,8 @@ from celery import current_task
 log = logging.getLogger(__name__)
 
 TASK_RUN_FINISHED = "beatflow-task-run-finished"
+# sent by workers of earlier versions for a redelivered .map() expander (its task was replaced,
+# so Celery reported no outcome); the exporter still counts it
 DUPLICATE_DELIVERY = "beatflow-duplicate-delivery"
 DAG_RUN_FINISHED = "beatflow-dag-run-finished"
 
@@ -126,10 +128,6 @@ def _send(event_type: str, **fields: Any) -> None:
 
 def task_run_finished(dag_id: str, task_id: str, state: str, duration: float | None = None) -> None:
     _send(TASK_RUN_FINISHED, dag_id=dag_id, task_id=task_id, state=state, duration=duration)
-
-
-def duplicate_delivery(dag_id: str, task_id: str) -> None:
-    _send(DUPLICATE_DELIVERY, dag_id=dag_id, task_id=task_id)
 
 
 def dag_run_finished(dag_id: str, state: str, duration: float | None) -> None:

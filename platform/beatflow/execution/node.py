@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NoReturn
 
 import tenacity
+from celery import Celery
 from celery import Task as CeleryTask
 from celery.exceptions import Ignore, Reject, Retry
 
@@ -40,7 +41,7 @@ from beatflow.execution.options import store_retry_delay
 from beatflow.ids import check_run_id
 from beatflow.logs import correlation
 from beatflow.states import DAG_RUN_FINAL, TaskRunState
-from beatflow.store import DeadLetterDraft, FinishedRun
+from beatflow.store import DeadLetterDraft, FinishedRun, TaskRunEnded
 
 if TYPE_CHECKING:
     from beatflow.runtime import Runtime
@@ -279,7 +280,7 @@ def _record_broken(
     # A task run failed for good is a dead letter, whatever failed it (written with the row):
     # once the cause is gone (the rollout finished, the template fixed) `beatflow dlq replay`
     # runs it again.
-    runtime.store.fail_task_run(
+    ended = runtime.store.fail_task_run(
         key,
         dag_id=dag_id,
         run_id=run_id,
@@ -290,6 +291,8 @@ def _record_broken(
         letter=DeadLetterDraft(args={"run_id": run_id, "map_index": index}, conf={}, tries=0),
     )
     events.task_run_finished(dag_id, task_id, "failed")
+    if ended.fan_in is not None:
+        continue_fan_in(runtime.app, ended.fan_in, f"task run {key}")
 
 
 def _row_keys(dag: DAG, spec: TaskSpec, run_id: str, index: int) -> list[str] | None:
@@ -423,7 +426,7 @@ def _run(
     )
     decision = decide(situation)
     if decision.action is Action.DONE and own is not None:
-        return _done(task, dag, spec, run_id, key, own)
+        return _done(runtime, task, dag, spec, run_id, key, own)
     if run.state in DAG_RUN_FINAL:
         # Cancelled (or marked, or timed out): no task of it starts any more, whatever its rule
         # (a duplicate of a task that finished is still reported as one, just above).
@@ -471,7 +474,7 @@ def _run(
             log.info(
                 "task run %s was done by run %s; not running it again", key, record.deduped_from
             )
-        return _done(task, dag, spec, run_id, key, record)
+        return _done(runtime, task, dag, spec, run_id, key, record)
     if decision.action is Action.HELD:
         wait = _lease_remaining(claim.record, runtime.settings.lease_seconds)
         log.info("task run %s is held by %s; retrying in %.1fs", key, claim.record.worker, wait)
@@ -500,15 +503,20 @@ def _ran(
 
 
 def _done(
-    task: CeleryTask, dag: DAG, spec: TaskSpec, run_id: str, key: str, record: TaskRunRecord
+    runtime: Runtime,
+    task: CeleryTask,
+    dag: DAG,
+    spec: TaskSpec,
+    run_id: str,
+    key: str,
+    record: TaskRunRecord,
 ) -> dict[str, Any]:
     log.info("task run %s already %s; not running it again", key, record.state)
     count = record.map_count or 0
     if spec.map_over and record.map_index < 0 and record.state == TaskRunState.SUCCESS and count:
-        # a redelivered expander sends its instances again (each is deduped): all or nothing.
-        # Its task is replaced (Celery reports no outcome), so the duplicate is an event here.
-        events.duplicate_delivery(dag.dag_id, spec.task_id)
-        _replace_with_instances(task, dag, spec, run_id, count)
+        # a redelivered expander (a resume, a clear) recounts its fan-in and sends the instances
+        # again (each is deduped), or continues its canvas when they have all ended
+        fan_out(runtime, task, dag, spec, run_id, count)
     return events.outcome(record.state, duplicate=True)
 
 
@@ -612,9 +620,13 @@ class Attempt:
             written = done.written
             self.closing.closed, self.closing.started = done.closed, done.started
         else:
-            written = write_outcome(
-                self.runtime.store, self.key, self.token, budget, state, outcome
-            )
+            ended = write_outcome(
+                self.runtime.store, self.key, self.token, budget, state, outcome,
+                instance=self.index >= 0,
+            )  # fmt: skip
+            written = ended.written
+            if ended.fan_in is not None:
+                continue_fan_in(self.task.app, ended.fan_in, f"task run {self.key}")
         if not written:
             self.runtime.leases.release(self.key)
             log.warning(
@@ -678,15 +690,28 @@ class Attempt:
 
 
 def write_outcome(
-    store: Store, key: str, token: str, budget: float, state: str, outcome: dict[str, Any]
-) -> bool:
+    store: Store,
+    key: str,
+    token: str,
+    budget: float,
+    state: str,
+    outcome: dict[str, Any],
+    *,
+    instance: bool = False,
+) -> TaskRunEnded:
     """Write a claimed task run's outcome; while the database is unreachable retry in process
     (waits of at most a second, with jitter) for up to ``budget`` seconds, so a task that ran
-    is not run again for a blip. Then StoreUnavailableError goes to Celery's retry. False when
-    the lease was taken over (nothing written)."""
+    is not run again for a blip. Then StoreUnavailableError goes to Celery's retry. Falsy when
+    the lease was taken over (nothing written). ``instance``: a .map() instance, counted in
+    its expansion's fan-in (``store.finish_map_instance``)."""
     retrying = _write_retries(key, budget)
+    if instance:
+        ended: TaskRunEnded = retrying(
+            store.finish_map_instance, key, token, state=state, **outcome
+        )
+        return ended
     written: bool = retrying(store.finish_task_run, key, token, state=state, **outcome)
-    return written
+    return TaskRunEnded(written)
 
 
 def _write_retries(key: str, budget: float) -> tenacity.Retrying:
@@ -817,19 +842,41 @@ def _expand(attempt: Attempt) -> None:
     if _reads_item(a.dag, a.spec, a.run.run_id, 0):  # written before any instance is sent
         a.runtime.store.record_map_items(a.dag.dag_id, a.run.run_id, a.spec.task_id, values)
     a.finish("success", result=None, map_count=len(values))
-    _replace_with_instances(a.task, a.dag, a.spec, a.run.run_id, len(values))
+    fan_out(a.runtime, a.task, a.dag, a.spec, a.run.run_id, len(values))
 
 
-def _replace_with_instances(
-    task: CeleryTask, dag: DAG, spec: TaskSpec, run_id: str, count: int
+def fan_out(
+    runtime: Runtime, task: CeleryTask, dag: DAG, spec: TaskSpec, run_id: str, count: int
 ) -> None:
+    """Send a .map() task's ``count`` instances as a plain group (no chord): the canvas that
+    follows the expander is stored with its fan-in first (``store.open_fan_in``), and the
+    worker whose instance ends last sends it (``continue_fan_in``). When every instance has
+    ended already (a redelivered expander), the expander's own canvas goes on instead."""
     if count == 0:
+        return
+    if runtime.store.open_fan_in(dag.dag_id, run_id, spec.task_id, count, canvas.captured(task)):
+        log.info("the %d instances of %s have all ended; continuing", count, spec.task_id)
         return
     log.info("task %s expands into %d mapped task runs", spec.task_id, count)
     try:
-        task.replace(map_signatures(task.app, dag, spec.task_id, run_id, 0, count))
+        map_signatures(task.app, dag, spec.task_id, run_id, 0, count).apply_async()
     except (Ignore, Retry, Reject):
         raise
     except Exception as exc:  # noqa: BLE001 - the broker refused: send the instances again later
         log.warning("could not send the instances of %s (%s); retrying", spec.task_id, exc)
         retry_later(task, store_retry_delay(task.request.retries), exc)
+    canvas.detach(task)  # what follows is the fan-in's to send
+
+
+def continue_fan_in(app: Celery, fan_in: dict[str, Any], what: str) -> None:
+    """``what`` (a .map() instance) was the last of its expansion to end: send what follows
+    the expander. If that cannot be sent now, the run goes silent and the reconciler resumes
+    it: the redelivered expander finds every instance ended and continues (``fan_out``)."""
+    try:
+        canvas.continue_captured(app, fan_in)
+    except Exception:
+        log.exception(
+            "%s was the last of its .map() to end but could not send what follows it; the "
+            "reconciler resumes the run",
+            what,
+        )

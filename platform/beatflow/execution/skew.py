@@ -13,7 +13,12 @@ from celery import Task as CeleryTask
 from celery.canvas import Signature
 
 from beatflow.execution import events
-from beatflow.execution.node import DeploySkewError, default_dedupe_key, record_final_failure
+from beatflow.execution.node import (
+    DeploySkewError,
+    continue_fan_in,
+    default_dedupe_key,
+    record_final_failure,
+)
 from beatflow.store import DeadLetterDraft
 
 if TYPE_CHECKING:
@@ -42,8 +47,9 @@ def fail_unknown_task(runtime: Runtime, name: str, args: Any, kwargs: Any) -> bo
         return False
     error = f'could not run the task: task "{name}" is not registered on this worker; {ROLL_HINT}'
     log.error("%s (run %s)", error, run_id)
-    runtime.store.fail_task_run(
-        default_dedupe_key(dag_id, run_id, task_id, index),
+    key = default_dedupe_key(dag_id, run_id, task_id, index)
+    ended = runtime.store.fail_task_run(
+        key,
         dag_id=dag_id,
         run_id=run_id,
         task_id=task_id,
@@ -52,6 +58,8 @@ def fail_unknown_task(runtime: Runtime, name: str, args: Any, kwargs: Any) -> bo
         letter=DeadLetterDraft(args={"run_id": run_id, "map_index": index}, conf={}, tries=0),
     )
     events.task_run_finished(dag_id, task_id, "failed")
+    if ended.fan_in is not None:
+        continue_fan_in(runtime.app, ended.fan_in, f"task run {key}")
     return True
 
 
@@ -63,8 +71,12 @@ def expand_or_fail(
     what: str,
     build: Callable[[], Signature],
     task_runs: Callable[[], list[tuple[str, int]]],
+    *,
+    plain: bool = False,
 ) -> None:
-    """Replace ``task`` (a segment or a map chunk) by the canvas ``build`` makes. If it cannot
+    """Replace ``task`` (a segment or a map chunk) by the canvas ``build`` makes (``plain``: a
+    map chunk, whose instances are sent as they are, as its expander sent it, unless a chord
+    of an earlier version's expansion waits for it). If it cannot
     be built here (DAG, task or plan part unknown or changed on this worker), fail the task runs
     ``task_runs`` names that have no row yet, continue the canvas and record FAILURE."""
     try:
@@ -78,7 +90,10 @@ def expand_or_fail(
             wanted = task_runs()
         except Exception:  # noqa: BLE001 - the DAG itself is unknown here: nothing to name
             wanted = []
+        mapped = set()
         for task_id, index in wanted:
+            if index >= 0:
+                mapped.add(task_id)
             runtime.store.set_task_state(
                 default_dedupe_key(dag_id, run_id, task_id, index),
                 dag_id=dag_id,
@@ -91,6 +106,13 @@ def expand_or_fail(
                     args={"run_id": run_id, "map_index": index}, conf={}, tries=0
                 ),
             )
+        for task_id in sorted(mapped):  # the instances failed here may end their fan-in
+            fan_in = runtime.store.recount_fan_in(dag_id, run_id, task_id)
+            if fan_in is not None:
+                continue_fan_in(task.app, fan_in, f"task {task_id!r} of {dag_id}/{run_id}")
         record_final_failure(task, skew)
+        return
+    if plain and not (task.request.chain or task.request.chord):
+        sig.apply_async()  # a slice of a .map(): its fan-in continues the canvas
         return
     task.replace(sig)

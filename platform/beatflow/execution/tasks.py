@@ -112,4 +112,5 @@ def _register_builtin(app: Celery) -> None:
             f"map instances {start}..{end - 1} of task {task_id!r}",
             lambda: map_signatures(self.app, runtime.dag(dag_id), task_id, run_id, start, end),
             lambda: [(task_id, i) for i in range(start, end)],
+            plain=True,
         )

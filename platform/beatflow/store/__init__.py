@@ -10,6 +10,7 @@ from beatflow.store.records import (
     DeadLetterDraft,
     DeadLetterRecord,
     FinishedRun,
+    TaskRunEnded,
     TaskRunRecord,
     TriggeredRun,
 )
@@ -21,6 +22,7 @@ __all__ = [
     "DeadLetterDraft",
     "DeadLetterRecord",
     "Store",
+    "TaskRunEnded",
     "TaskRunRecord",
     "FinishedRun",
     "TriggeredRun",

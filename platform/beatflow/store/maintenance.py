@@ -15,6 +15,7 @@ from beatflow.store.models import (
     dag_runs,
     dag_states,
     dead_letters,
+    map_fan_ins,
     map_items,
     task_logs,
     task_runs,
@@ -78,7 +79,7 @@ class MaintenanceMixin(StoreBase):
                 if not batch:
                     return deleted
                 pairs = [(dag_id, run_id) for _, dag_id, run_id in batch]
-                for table in (task_runs, dead_letters, task_logs, map_items):
+                for table in (task_runs, dead_letters, task_logs, map_items, map_fan_ins):
                     conn.execute(
                         sa.delete(table).where(sa.tuple_(table.c.dag_id, table.c.run_id).in_(pairs))
                     )

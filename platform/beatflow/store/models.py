@@ -223,6 +223,21 @@ class MapItem(Base):
     item: Mapped[Any] = mapped_column(sa.JSON(none_as_null=False))
 
 
+class MapFanIn(Base):
+    """A .map() expansion's fan-in (migration 0014): its instances (``total``), how many have
+    ended (``final``, counted by the statements that end them), and what follows the expander
+    in its canvas (``canvas``), sent by the worker whose instance ends last."""
+
+    __tablename__ = "map_fan_ins"
+
+    dag_id: Mapped[str] = mapped_column(sa.String(250), primary_key=True)
+    run_id: Mapped[str] = mapped_column(sa.String(250), primary_key=True)
+    task_id: Mapped[str] = mapped_column(sa.String(250), primary_key=True)
+    total: Mapped[int] = mapped_column(sa.Integer)
+    final: Mapped[int] = mapped_column(sa.Integer, server_default="0")
+    canvas: Mapped[dict[str, Any] | None] = mapped_column(Json, nullable=True)
+
+
 dag_runs: sa.Table = DagRun.__table__  # type: ignore[assignment]
 task_runs: sa.Table = TaskRun.__table__  # type: ignore[assignment]
 dead_letters: sa.Table = DeadLetter.__table__  # type: ignore[assignment]
@@ -232,3 +247,4 @@ audit_events: sa.Table = AuditEvent.__table__  # type: ignore[assignment]
 beat_terms: sa.Table = BeatTerm.__table__  # type: ignore[assignment]
 task_logs: sa.Table = TaskLog.__table__  # type: ignore[assignment]
 map_items: sa.Table = MapItem.__table__  # type: ignore[assignment]
+map_fan_ins: sa.Table = MapFanIn.__table__  # type: ignore[assignment]

@@ -121,6 +121,20 @@ class FinishedRun:
 
 
 @dataclass(frozen=True, slots=True)
+class TaskRunEnded:
+    """What ending a task run did: whether it was ``written`` (False: a lease taken over, a
+    row already final; the object is falsy then) and, for a .map() instance that was its
+    expansion's last to end, ``fan_in``: what follows the expander in its canvas (Celery
+    request fields), for the caller to send."""
+
+    written: bool
+    fan_in: dict[str, Any] | None = None
+
+    def __bool__(self) -> bool:
+        return self.written
+
+
+@dataclass(frozen=True, slots=True)
 class TriggeredRun:
     """What creating a DAG run and dispatching its DAG in one transaction did: ``run`` as it
     stands afterwards, whether this call ``created`` it, and every run the dispatch

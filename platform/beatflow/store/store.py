@@ -14,6 +14,7 @@ from beatflow.store.dag_runs import DagRunsMixin
 from beatflow.store.dead_letters import DeadLettersMixin
 from beatflow.store.dispatch import DispatchMixin
 from beatflow.store.engine import is_sqlite, sqlite_path, translate_errors
+from beatflow.store.fan_ins import FanInsMixin
 from beatflow.store.hot import HotPathMixin
 from beatflow.store.maintenance import MaintenanceMixin
 from beatflow.store.run_control import RunControlMixin
@@ -32,6 +33,7 @@ class Store(
     TaskLogsMixin,
     BrowseMixin,
     HotPathMixin,
+    FanInsMixin,
 ):
     """The results database: DAG runs, task runs (claimed by dedupe key), dead letters, pauses.
 

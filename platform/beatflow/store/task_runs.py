@@ -30,6 +30,7 @@ from beatflow.store.base import StoreBase, task_run_record
 from beatflow.store.claim_sql import claim_statements, fresh_lease, lease_clock
 from beatflow.store.dead_letters import dead_letter_values
 from beatflow.store.engine import dumps_json, require_aware, utcnow
+from beatflow.store.fan_ins import completed, count_up
 from beatflow.store.models import dead_letters, is_running, task_runs
 from beatflow.store.records import (
     TASK_FAILED,
@@ -37,9 +38,11 @@ from beatflow.store.records import (
     TASK_RUN_FINISH_STATES,
     TASK_RUN_TERMINAL_STATES,
     TASK_RUNNING,
+    TASK_SUCCESS,
     TASK_UP_FOR_RETRY,
     Claim,
     DeadLetterDraft,
+    TaskRunEnded,
     TaskRunRecord,
 )
 from beatflow.store.text import ERROR_MAX_CHARS, TRACEBACK_MAX_CHARS, clean_text
@@ -51,6 +54,25 @@ _CLAIM_ATTEMPTS = 5
 def _pg_finish() -> sa.Executable:
     """The finish on PostgreSQL (``claim_statements(...).finish``), for ``driver_statement``."""
     return claim_statements("postgresql").finish
+
+
+def _pg_finish_counted() -> sa.Executable:
+    """The finish of a .map() instance on PostgreSQL: the finish and its count in the fan-in
+    (``fan_ins.count_up``) in one statement; the count's row, or NULLs without a fan-in."""
+    finish: Any = claim_statements("postgresql").finish  # an UPDATE ... RETURNING
+    fin = finish.cte("fin")
+    fan = count_up(fin.c.dag_id, fin.c.run_id, fin.c.task_id, fin.c.map_index).cte("fan")
+    return sa.select(fin.c.map_index, fan.c.final, fan.c.total, fan.c.canvas).select_from(
+        fin.outerjoin(fan, sa.true())
+    )
+
+
+def _identity(row: Any) -> tuple[Any, Any, Any, Any]:
+    return row["dag_id"], row["run_id"], row["task_id"], row["map_index"]
+
+
+# the finishes that end an instance (up_for_retry does not)
+_COUNTED = frozenset({TASK_SUCCESS, TASK_FAILED})
 
 
 class TaskRunsMixin(StoreBase):
@@ -135,13 +157,48 @@ class TaskRunsMixin(StoreBase):
         ``map_count``: a .map() task's instance count (its expansion, recorded out of band).
         ``letter``: with ``failed``, the dead letter written in the same transaction.
         Raises ResultError, writing nothing, if ``result`` is not JSON or is too large."""
+        params = self._finish_params(
+            dedupe_key, token, state, result, error, traceback, letter, map_count
+        )
+        return self._finish(dedupe_key, params, letter, counts=False).written
+
+    def finish_map_instance(
+        self,
+        dedupe_key: str,
+        token: str,
+        *,
+        state: str,
+        result: Any = None,
+        error: str | None = None,
+        traceback: str | None = None,
+        letter: DeadLetterDraft | None = None,
+    ) -> TaskRunEnded:
+        """``finish_task_run`` of a .map() instance: a final state (success, failed) also
+        counts the instance in its expansion's fan-in (``store/fan_ins.py``), in the same
+        statement; ``fan_in`` is the canvas to continue when this one was the last to end."""
+        params = self._finish_params(dedupe_key, token, state, result, error, traceback, letter)
+        return self._finish(dedupe_key, params, letter, counts=state in _COUNTED)
+
+    def _finish_params(
+        self,
+        dedupe_key: str,
+        token: str,
+        state: str,
+        result: Any,
+        error: str | None,
+        traceback: str | None,
+        letter: DeadLetterDraft | None,
+        map_count: int | None = None,
+    ) -> dict[str, Any]:
         if state not in TASK_RUN_FINISH_STATES:
             raise StoreError(
                 f"cannot finish task run {dedupe_key!r} as {state!r}; "
                 f"expected one of {', '.join(sorted(TASK_RUN_FINISH_STATES))}"
             )
+        if letter is not None and state != TASK_FAILED:
+            raise StoreError(f"task run {dedupe_key!r}: only a failed task run has a dead letter")
         self.check_result(dedupe_key, result)
-        params = {
+        return {
             "p_key": dedupe_key,
             "p_token": token,
             "p_state": state,
@@ -151,17 +208,34 @@ class TaskRunsMixin(StoreBase):
             "p_ended_at": utcnow(),
             "p_map_count": map_count,
         }
-        if letter is not None and state != TASK_FAILED:
-            raise StoreError(f"task run {dedupe_key!r}: only a failed task run has a dead letter")
+
+    def _finish(
+        self,
+        dedupe_key: str,
+        params: dict[str, Any],
+        letter: DeadLetterDraft | None,
+        *,
+        counts: bool,
+    ) -> TaskRunEnded:
         action = f"finishing task run {dedupe_key!r}"
         if letter is None and self.dialect == "postgresql":  # every task run's: the driver's
-            params["p_result"] = None if result is None else dumps_json(result)
-            return bool(self._driver_rows(action, _pg_finish, params))
-        with self._write(action, transaction=letter is not None) as conn:
+            result = params["p_result"]
+            params = {**params, "p_result": None if result is None else dumps_json(result)}
+            if not counts:
+                return TaskRunEnded(bool(self._driver_rows(action, _pg_finish, params)))
+            rows = self._driver_rows(action, _pg_finish_counted, params)
+            return TaskRunEnded(bool(rows), completed(rows[0]) if rows else None)
+        with self._write(action, transaction=letter is not None or counts) as conn:
             row = conn.execute(claim_statements(self.dialect).finish, params).mappings().first()
-            if row is not None and letter is not None:
-                self._insert_letter(conn, dedupe_key, error, traceback, letter, **row)
-            return row is not None
+            if row is None:
+                return TaskRunEnded(False)
+            if letter is not None:
+                error, tb = params["p_error"], params["p_traceback"]
+                self._insert_letter(conn, dedupe_key, error, tb, letter, **row)
+            if not counts:
+                return TaskRunEnded(True)
+            counted = conn.execute(count_up(*_identity(row))).mappings().first()
+            return TaskRunEnded(True, completed(counted))
 
     def fail_task_run(
         self,
@@ -174,12 +248,12 @@ class TaskRunsMixin(StoreBase):
         error: str,
         traceback: str | None = None,
         letter: DeadLetterDraft | None = None,
-    ) -> bool:
+    ) -> TaskRunEnded:
         """Mark a task run failed whatever its worker's lease (running, up_for_retry or
         missing); a final row is left alone. For failures beatflow itself hit around a task
         (a bad DAG on this worker, a broken dedupe template): the run must still end. With
-        ``letter``, its dead letter is written in the same transaction. True if this call wrote
-        it."""
+        ``letter``, its dead letter is written in the same transaction. Truthy if this call
+        wrote it; a .map() instance is counted in its fan-in (``finish_map_instance``)."""
         params = {
             "p_key": dedupe_key,
             "p_error": clean_text(error, ERROR_MAX_CHARS),
@@ -199,9 +273,14 @@ class TaskRunsMixin(StoreBase):
                     dedupe_key, state=TASK_FAILED, error=error, **identity
                 )
                 written = conn.execute(upsert).first() is not None
-            if written and letter is not None:
+            if not written:
+                return TaskRunEnded(False)
+            if letter is not None:
                 self._insert_letter(conn, dedupe_key, error, traceback, letter, **identity)
-            return written
+            if map_index < 0:
+                return TaskRunEnded(True)
+            counted = conn.execute(count_up(dag_id, run_id, task_id, map_index))
+            return TaskRunEnded(True, completed(counted.mappings().first()))
 
     def _insert_letter(
         self,

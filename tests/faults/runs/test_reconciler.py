@@ -8,12 +8,14 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import pytest
+import sqlalchemy as sa
 
 from beatflow.errors import RunStateError
 from beatflow.runs import trigger_dag
 from beatflow.runs.operator import cancel_run
 from beatflow.runtime import runtime_of
 from beatflow.states import DagRunState, TaskRunState
+from beatflow.store.models import task_runs
 from tests.cluster import Cluster
 from tests.faults.runs.conftest import BOUND, wait_action
 from tests.integration.observability.conftest import Samples
@@ -73,6 +75,27 @@ def test_a_run_whose_closing_step_was_lost_is_closed(
         message="the log line",
     )
     assert wait_action(metrics, "t_single", "closed") == 1
+
+
+def test_a_map_whose_last_instance_ended_without_sending_what_follows_is_resumed(
+    cluster: Cluster,
+) -> None:
+    final, _ = cluster.run("t_map", run_id="lost-fan-in")
+    assert final.state == DagRunState.SUCCESS
+    # the fault: the last instance to end committed its count, then its worker died before
+    # sending what follows the .map() (collect never ran; the run is still running)
+    t = task_runs.c
+    with cluster.store._write("losing what follows the map") as conn:
+        conn.execute(sa.delete(task_runs).where(t.run_id == "lost-fan-in", t.task_id == "collect"))
+    cluster.store.transition_dag_run(
+        "t_map", "lost-fan-in", to=DagRunState.RUNNING, from_states={DagRunState.SUCCESS}
+    )
+    final, tasks = cluster.wait("t_map", "lost-fan-in", timeout=BOUND)
+    assert final.state == DagRunState.SUCCESS
+    assert final.resume_count == 1
+    assert tasks["collect"].result["values"] == [1, 4, 9]
+    # the resumed expander found every instance ended: none ran again
+    assert [tasks[f"square[{i}]"].try_number for i in range(3)] == [1, 1, 1]
 
 
 def test_a_run_past_its_dagrun_timeout_fails_and_its_remaining_tasks_are_cancelled(

@@ -53,6 +53,24 @@ def test_mapped_instances_that_also_take_the_whole_list_get_their_item_and_the_l
     assert tasks["collect"].result["values"] == [1 / 6, 2 / 6, 3 / 6]
 
 
+def test_a_wide_map_fans_in_without_a_chord_and_its_downstream_runs_once(cluster):
+    # 150 instances (three chunks of 64) in a fan-in with another branch: the instances go as
+    # plain groups, the last to end sends what follows the expander (here: its part of the
+    # fan-in's chord), and no chord of its own is kept on the result backend
+    backend = redis.Redis.from_url(cluster.app.conf.result_backend)
+    stored = f"{cluster.app.backend.task_keyprefix.decode()}*"
+    before = set(backend.scan_iter(match=stored))
+    final, tasks = run(cluster, "t_map_wide")
+    assert final.state == "success", tasks
+    assert tasks["tally"].result == {"n": 150, "sum": sum(x * x for x in range(150)), "tag": "L"}
+    assert tasks["tally"].try_number == 1
+    state = cluster.store.fan_in_state("t_map_wide", final.run_id, "square")
+    assert state == (150, 150)
+    # a chord per chunk would have run celery.accumulate tasks, which store their results
+    results = [backend.get(k) for k in set(backend.scan_iter(match=stored)) - before]
+    assert results == []
+
+
 def test_mapping_over_an_empty_list_runs_no_instance_and_passes_an_empty_list(cluster):
     final, tasks = run(cluster, "t_map_empty")
     assert final.state == "success"

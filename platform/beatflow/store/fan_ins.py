@@ -1,0 +1,121 @@
+"""A .map() expansion's fan-in without a Celery chord (migration 0014): the expander opens it
+(``open_fan_in``) before it sends any instance; the statement that ends an instance counts it
+(``finish_map_instance``, ``fail_task_run``), and the one whose count reaches the expansion's
+total returns what follows the expander in its canvas, for its worker to send.
+
+Counting is exact under concurrency: the count's UPDATE takes the fan-in row's lock in the
+transaction that ends the instance, so the increments are applied one after another, each on
+the last committed count (PostgreSQL re-reads a row updated under its lock), and exactly one of
+them reaches the total. ``open_fan_in`` recounts the instances already final while it holds
+that lock: an increment waiting for it adds after the recount, whose snapshot was taken after
+the lock and so saw every instance committed before it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import sqlalchemy as sa
+
+from beatflow.store.base import StoreBase
+from beatflow.store.models import map_fan_ins, task_runs
+from beatflow.store.records import TASK_RUN_TERMINAL_STATES
+
+f = map_fan_ins.c
+t = task_runs.c
+
+
+def count_up(dag_id: Any, run_id: Any, task_id: Any, map_index: Any) -> sa.Update:
+    """One more instance of the expansion ended (a no-op without a fan-in, or for an index past
+    its total): returns the new count, the total and the canvas."""
+    return (
+        sa.update(map_fan_ins)
+        .where(
+            f.dag_id == dag_id,
+            f.run_id == run_id,
+            f.task_id == task_id,
+            f.total > map_index,
+            map_index >= 0,
+        )
+        .values(final=f.final + 1)
+        .returning(f.final, f.total, f.canvas)
+    )
+
+
+def completed(row: Any) -> dict[str, Any] | None:
+    """The canvas to continue when this count made the fan-in reach its total."""
+    if row is None or row["final"] is None or row["final"] != row["total"]:
+        return None
+    canvas: dict[str, Any] = row["canvas"] or {}
+    return canvas
+
+
+def _ended(dag_id: str, run_id: str, task_id: str, total: int) -> sa.ScalarSelect[int]:
+    """How many of an expansion's ``total`` instances have a final row."""
+    return (
+        sa.select(sa.func.count())
+        .select_from(task_runs)
+        .where(
+            t.dag_id == dag_id,
+            t.run_id == run_id,
+            t.task_id == task_id,
+            t.map_index >= 0,
+            t.map_index < total,
+            t.state.in_(sorted(TASK_RUN_TERMINAL_STATES)),
+        )
+        .scalar_subquery()
+    )
+
+
+class FanInsMixin(StoreBase):
+    def open_fan_in(
+        self, dag_id: str, run_id: str, task_id: str, total: int, canvas: dict[str, Any]
+    ) -> bool:
+        """Open (or, for a redelivered or cleared expansion, reopen) the fan-in of ``task_id``'s
+        ``total`` instances with the ``canvas`` to continue once they have all ended; the
+        instances already final are counted. True if they all are (then nothing will count the
+        last one: the caller continues the canvas itself)."""
+        pk = (f.dag_id == dag_id, f.run_id == run_id, f.task_id == task_id)
+        insert = self._insert(map_fan_ins).values(
+            dag_id=dag_id, run_id=run_id, task_id=task_id, total=total, final=0, canvas=canvas
+        )
+        upsert = insert.on_conflict_do_update(
+            index_elements=["dag_id", "run_id", "task_id"],
+            set_={"total": insert.excluded.total, "canvas": insert.excluded.canvas},
+        )
+        ended = _ended(dag_id, run_id, task_id, total)
+        recount = sa.update(map_fan_ins).where(*pk).values(final=ended).returning(f.final)
+        action = f"opening the fan-in of task {task_id!r} of DAG run {dag_id}/{run_id}"
+        with self._write(action, transaction=True) as conn:
+            conn.execute(upsert)  # holds the row's lock to commit: increments wait
+            final = conn.execute(recount).scalar_one()  # a snapshot taken after the lock
+        return bool(final >= total)
+
+    def recount_fan_in(self, dag_id: str, run_id: str, task_id: str) -> dict[str, Any] | None:
+        """Recount an expansion's ended instances (after a writer that does not count them,
+        such as the task runs a deploy-skewed chunk fails); the canvas to continue when they
+        have all ended, None otherwise or without a fan-in."""
+        pk = (f.dag_id == dag_id, f.run_id == run_id, f.task_id == task_id)
+        lock = sa.select(f.total).where(*pk)
+        if self.dialect == "postgresql":
+            lock = lock.with_for_update()
+        action = f"recounting the fan-in of task {task_id!r} of DAG run {dag_id}/{run_id}"
+        with self._write(action, transaction=True) as conn:
+            total = conn.execute(lock).scalar()
+            if total is None:
+                return None
+            recount = (
+                sa.update(map_fan_ins)
+                .where(*pk)
+                .values(final=_ended(dag_id, run_id, task_id, total))
+                .returning(f.final, f.total, f.canvas)
+            )
+            return completed(conn.execute(recount).mappings().first())
+
+    def fan_in_state(self, dag_id: str, run_id: str, task_id: str) -> tuple[int, int] | None:
+        """(final, total) of an expansion's fan-in; None if it has none."""
+        query = sa.select(f.final, f.total).where(
+            f.dag_id == dag_id, f.run_id == run_id, f.task_id == task_id
+        )
+        with self._read(f"reading the fan-in of task {task_id!r} of {dag_id}/{run_id}") as conn:
+            row = conn.execute(query).first()
+        return None if row is None else (row.final, row.total)
