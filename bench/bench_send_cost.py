@@ -28,6 +28,7 @@ from celery import group  # noqa: E402
 
 from beatflow.app import create_app  # noqa: E402
 from beatflow.execution import announce  # noqa: E402
+from beatflow.execution.send import send_group  # noqa: E402
 from beatflow.settings import Settings  # noqa: E402
 
 QUEUE = "bench-send-cost-nobody"
@@ -52,6 +53,9 @@ def ways(app: Any, name: str, n: int) -> dict[str, Callable[[], None]]:
             for i in range(n):
                 app.send_task(name, (i,), queue=QUEUE, producer=producer)
 
+    def sent_events_batched() -> None:
+        send_group(app, group([app.signature(name, args=(i,), queue=QUEUE) for i in range(n)]))
+
     def no_sent_event() -> None:
         before = app.conf.task_send_sent_event
         app.conf.task_send_sent_event = False
@@ -62,6 +66,7 @@ def ways(app: Any, name: str, n: int) -> dict[str, Callable[[], None]]:
 
     return {
         "group.apply_async": as_group,
+        "group, events in one message": sent_events_batched,
         "send_task, one producer": one_producer,
         "send_task, no task-sent event": no_sent_event,
     }

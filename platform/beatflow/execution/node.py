@@ -38,6 +38,7 @@ from beatflow.execution.context import TaskContext, make_logger
 from beatflow.execution.decide import Action, ClaimSeen, Situation, decide
 from beatflow.execution.decide import run_outcome as decide_run_outcome
 from beatflow.execution.options import store_retry_delay
+from beatflow.execution.send import send_group
 from beatflow.ids import check_run_id
 from beatflow.logs import correlation
 from beatflow.states import DAG_RUN_FINAL, TaskRunState
@@ -859,7 +860,7 @@ def fan_out(
         return
     log.info("task %s expands into %d mapped task runs", spec.task_id, count)
     try:
-        map_signatures(task.app, dag, spec.task_id, run_id, 0, count).apply_async()
+        send_group(task.app, map_signatures(task.app, dag, spec.task_id, run_id, 0, count))
     except (Ignore, Retry, Reject):
         raise
     except Exception as exc:  # noqa: BLE001 - the broker refused: send the instances again later

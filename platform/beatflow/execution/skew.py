@@ -19,6 +19,7 @@ from beatflow.execution.node import (
     default_dedupe_key,
     record_final_failure,
 )
+from beatflow.execution.send import send_group
 from beatflow.store import DeadLetterDraft
 
 if TYPE_CHECKING:
@@ -113,6 +114,6 @@ def expand_or_fail(
         record_final_failure(task, skew)
         return
     if plain and not (task.request.chain or task.request.chord):
-        sig.apply_async()  # a slice of a .map(): its fan-in continues the canvas
+        send_group(task.app, sig)  # a slice of a .map(): its fan-in continues the canvas
         return
     task.replace(sig)

@@ -3,16 +3,20 @@ failures with every trigger rule, a non-series-parallel DAG, a wide DAG."""
 
 from __future__ import annotations
 
+import threading
+
 import pytest
 import redis
 import sqlalchemy as sa
 from celery.canvas import Signature, _chain, _chord, group
+from celery.events.receiver import EventReceiver
 
-from beatflow.dag.compile import SEGMENT_TASK, compile_run
+from beatflow.dag.compile import SEGMENT_TASK, compile_run, task_name
 from beatflow.errors import ConfError
 from beatflow.runs import follow_run, trigger_dag
 from beatflow.runtime import runtime_of
 from beatflow.store.models import map_items
+from tests.procs import wait_for
 
 pytestmark = pytest.mark.slow
 
@@ -69,6 +73,54 @@ def test_a_wide_map_fans_in_without_a_chord_and_its_downstream_runs_once(cluster
     # a chord per chunk would have run celery.accumulate tasks, which store their results
     results = [backend.get(k) for k in set(backend.scan_iter(match=stored)) - before]
     assert results == []
+
+
+class _Bodies(EventReceiver):
+    """Celery's own event receiver, keeping each message's body as it came (list or one)."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.bodies: list[object] = []
+
+    def _receive(self, body, message, list=list, isinstance=isinstance):
+        self.bodies.append(body)
+        super()._receive(body, message)
+
+
+def test_a_maps_task_sent_events_reach_celerys_receiver_batched_per_chunk(cluster):
+    # Flower and celery-exporter see a task-sent event for every instance, and a chunk's
+    # events come in one task.multi message (before: one message per instance, 150 here)
+    name = task_name("t_map_wide", "square")
+
+    def instance(e):  # the expander has the same name and no map_index
+        return e["type"] == "task-sent" and e.get("name") == name and "map_index" in e["kwargs"]
+
+    seen: list[dict] = []
+    with cluster.app.connection_for_read() as conn:
+        receiver = _Bodies(conn, handlers={"*": seen.append}, app=cluster.app)
+        thread = threading.Thread(target=receiver.capture, kwargs={"limit": None}, daemon=True)
+        thread.start()
+        try:
+            wait_for(lambda: seen, 30, message="a first event (a worker heartbeat)")
+            final, tasks = run(cluster, "t_map_wide")
+            assert final.state == "success", tasks
+
+            def sent():
+                return [e for e in seen if instance(e)]
+
+            wait_for(lambda: len(sent()) >= 150, 30, message="150 task-sent events")
+        finally:
+            receiver.should_stop = True
+            thread.join(10)
+    instances = sent()
+    assert len({e["uuid"] for e in instances}) == 150 == len(instances)
+    assert all(e["queue"] and e["hostname"] and e["timestamp"] for e in instances)
+    carrying = [
+        b for b in receiver.bodies
+        if isinstance(b, list) and any(instance(e) for e in b)
+    ]  # fmt: skip
+    assert sum(len([e for e in b if instance(e)]) for b in carrying) == 150
+    assert len(carrying) == 3  # one message per chunk (64 + 64 + 22)
 
 
 def test_mapping_over_an_empty_list_runs_no_instance_and_passes_an_empty_list(cluster):
