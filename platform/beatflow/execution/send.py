@@ -2,7 +2,7 @@
 
 Celery publishes a ``task-sent`` event beside every task message it sends (the app sets
 ``task_send_sent_event``, which Flower and celery-exporter read). Each is a message of its own:
-about 250 µs of the sender's CPU per task here (bench/bench_send_cost.py, "send_task" against
+about 250–280 µs of the sender's CPU per task here (bench/bench_send_cost.py, "send_task" against
 "no task-sent event"), which for a ``.map()`` lands in the worker that expands it. Celery's own
 dispatcher can buffer events and send them as a list in one ``<group>.multi`` message, and
 every Celery event receiver (Flower's, celery-exporter's, beatflow's exporter) takes a list
@@ -26,8 +26,10 @@ log = logging.getLogger(__name__)
 
 class _SentEvents:
     """Takes Celery's ``event_dispatcher.publish('task-sent', ...)`` calls while a group is
-    sent and keeps the events, stamped as Celery's dispatcher stamps them (hostname, pid,
-    clock, utcoffset), for one ``task.multi`` message."""
+    sent and keeps the events, stamped as Celery's dispatcher stamps them (hostname, clock,
+    utcoffset; the pid is the sending process's, where Celery's cached dispatcher may carry the
+    pid it was made in), for one ``task.multi`` message. Published here rather than through the
+    dispatcher, which would keep an event it cannot send in a buffer nothing flushes."""
 
     def __init__(self, app: Celery) -> None:
         self.dispatcher = app.amqp._event_dispatcher  # Celery's own for task-sent
@@ -66,10 +68,7 @@ def send_group(app: Celery, sig: Signature) -> None:
     """``sig.apply_async()`` (a group of plain tasks), its ``task-sent`` events in one message.
     A send that fails raises as ``apply_async`` would; the events of what went are sent."""
     with app.producer_or_acquire() as producer:
-        if not app.conf.task_send_sent_event:
-            sig.apply_async(producer=producer)
-            return
-        events = _SentEvents(app)
+        events = _SentEvents(app)  # collects nothing when task_send_sent_event is off
         try:
             sig.apply_async(producer=producer, event_dispatcher=events)
         finally:

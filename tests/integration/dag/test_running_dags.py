@@ -96,6 +96,10 @@ def test_a_maps_task_sent_events_reach_celerys_receiver_batched_per_chunk(cluste
         return e["type"] == "task-sent" and e.get("name") == name and "map_index" in e["kwargs"]
 
     seen: list[dict] = []
+
+    def sent():
+        return [e for e in seen if instance(e)]
+
     with cluster.app.connection_for_read() as conn:
         receiver = _Bodies(conn, handlers={"*": seen.append}, app=cluster.app)
         thread = threading.Thread(target=receiver.capture, kwargs={"limit": None}, daemon=True)
@@ -104,10 +108,6 @@ def test_a_maps_task_sent_events_reach_celerys_receiver_batched_per_chunk(cluste
             wait_for(lambda: seen, 30, message="a first event (a worker heartbeat)")
             final, tasks = run(cluster, "t_map_wide")
             assert final.state == "success", tasks
-
-            def sent():
-                return [e for e in seen if instance(e)]
-
             wait_for(lambda: len(sent()) >= 150, 30, message="150 task-sent events")
         finally:
             receiver.should_stop = True
