@@ -289,7 +289,9 @@ class DagRunsMixin(StoreBase):
         dispatchers never start one run twice nor exceed the limit. The work is O(1) whatever
         the number of runs queued or running, plus the runs it starts: the DAG's running count
         (one row of dag_run_counts, migration 0012) and a LIMIT'ed select on the (dag_id,
-        state, logical_date) index, inside one UPDATE.
+        state, logical_date) index, inside one UPDATE. The count row is read ``FOR UPDATE``
+        (migration 0015), so a trigger that inserted its run as running without the dispatch
+        lock, and has not committed yet, is counted too.
         """
         if if_queued and not self._any_queued(dag_id):
             return []

@@ -17,7 +17,7 @@ from beatflow.store.engine import UTCDateTime, dumps_json, utcnow
 from beatflow.store.models import dag_runs
 from beatflow.store.records import DAG_QUEUED, TRIGGER_MANUAL, DagRunRecord, TriggeredRun
 
-# one round trip each on PostgreSQL (migration 0008)
+# one round trip each on PostgreSQL (migrations 0008, 0015)
 _CREATE_AND_START = sa.text(
     "SELECT f.is_new, f.is_started, (f.run).* FROM beatflow_create_and_start("
     "CAST(:dag_id AS text), CAST(:run_id AS text), :logical_date, CAST(:trigger AS text), "
@@ -62,7 +62,9 @@ class DispatchMixin(StoreBase):
         """``create_dag_run`` then, when the run is queued (new, or its first dispatch failed),
         ``start_queued_dag_runs(dag_id, max_active_runs)``, in one transaction (one round trip
         on PostgreSQL). A run that exists and is no longer queued is returned as it is, with
-        nothing started."""
+        nothing started. On PostgreSQL, a new run that finds a free slot and nothing queued is
+        inserted as running without the dispatch lock (migration 0015), checked against the
+        limit by the count the insert itself took."""
         values = new_run_values(dag_id, run_id, logical_date, trigger, conf, leader_epoch)
         action = f"creating and dispatching DAG run {dag_id}/{run_id}"
         if self.dialect == "postgresql":
