@@ -27,6 +27,7 @@ from beatflow.errors import (
     StoreUnavailableError,
 )
 from beatflow.execution.options import TASK_OPTIONS, store_retry_delay
+from beatflow.execution.send import sending_together
 from beatflow.runtime import Runtime, runtime_of
 from beatflow.store.records import ScheduledRunDraft
 from beatflow.times import parse_instant
@@ -170,10 +171,11 @@ def fire_dags(
     """Make sure each tick's run exists (a beat older than this version did not create it),
     then start the queued runs of every DAG that is not paused and send them. A handful of
     store calls serve the whole batch (which runs exist, which DAGs are paused, the missing
-    runs in one fenced insert, one dispatch for every DAG); the sends go DAG by DAG, and a
-    failure that is not the whole batch's is sorted out DAG by DAG, so one DAG's failure
-    never touches another's. Returns the fires to retry (unknown DAG, store down) and the
-    number of DAGs dispatched (a paused DAG counts: its runs wait queued)."""
+    runs in one fenced insert, one dispatch for every DAG); the sends go DAG by DAG, their
+    task-sent events in one message, and a failure that is not the whole batch's is sorted out
+    DAG by DAG, so one DAG's failure never touches another's. Returns the fires to retry
+    (unknown DAG, store down) and the number of DAGs dispatched (a paused DAG counts: its runs
+    wait queued)."""
     from beatflow.runs.lifecycle import send_started
 
     retry: list[list[str]] = []
@@ -203,10 +205,11 @@ def fire_dags(
         )
     except StoreUnavailableError:
         return retry + [f for d in ready for f in by_dag[d]], dispatched
-    for dag_id in ready:
-        send = partial(send_started, runtime, dag_id, started[dag_id])
-        if _isolated(dag_id, by_dag[dag_id], retry, send):
-            dispatched += 1
+    with sending_together(runtime.app):  # the batch's task-sent events in one message
+        for dag_id in ready:
+            send = partial(send_started, runtime, dag_id, started[dag_id])
+            if _isolated(dag_id, by_dag[dag_id], retry, send):
+                dispatched += 1
     return retry, dispatched
 
 

@@ -17,6 +17,7 @@ from beatflow.dag.compile import compile_run
 from beatflow.errors import BeatflowError, BrokerUnavailableError, RunNotFoundError
 from beatflow.execution import announce, events, rules
 from beatflow.execution.canvas import sending_canvas
+from beatflow.execution.send import sending_together
 from beatflow.ids import check_run_id
 from beatflow.runs.follow import follow_run as follow_run  # moved there; old imports name it here
 from beatflow.runtime import Runtime, runtime_of
@@ -141,9 +142,13 @@ def _dispatch(runtime: Runtime, dag_id: str, *, if_queued: bool = False) -> list
 def send_started(runtime: Runtime, dag_id: str, started: Sequence[DagRunRecord]) -> None:
     """Send the runs a dispatch started, oldest first; the first the broker refuses goes back to
     queued and raises BrokerUnavailableError (the later ones, left running unsent, are resumed
-    by the reconciler)."""
-    for run in started:
-        send_run(runtime, dag_id, run.run_id)
+    by the reconciler). Their ``task-sent`` events go in one message."""
+    if len(started) == 1:
+        send_run(runtime, dag_id, started[0].run_id)
+        return
+    with sending_together(runtime.app):
+        for run in started:
+            send_run(runtime, dag_id, run.run_id)
 
 
 def send_run(runtime: Runtime, dag_id: str, run_id: str) -> None:

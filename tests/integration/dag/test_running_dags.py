@@ -3,19 +3,17 @@ failures with every trigger rule, a non-series-parallel DAG, a wide DAG."""
 
 from __future__ import annotations
 
-import threading
-
 import pytest
 import redis
 import sqlalchemy as sa
 from celery.canvas import Signature, _chain, _chord, group
-from celery.events.receiver import EventReceiver
 
 from beatflow.dag.compile import SEGMENT_TASK, compile_run, task_name
 from beatflow.errors import ConfError
 from beatflow.runs import follow_run, trigger_dag
 from beatflow.runtime import runtime_of
 from beatflow.store.models import map_items
+from tests.events import captured_events
 from tests.procs import wait_for
 
 pytestmark = pytest.mark.slow
@@ -75,18 +73,6 @@ def test_a_wide_map_fans_in_without_a_chord_and_its_downstream_runs_once(cluster
     assert results == []
 
 
-class _Bodies(EventReceiver):
-    """Celery's own event receiver, keeping each message's body as it came (list or one)."""
-
-    def __init__(self, *args, **kwargs):
-        super().__init__(*args, **kwargs)
-        self.bodies: list[object] = []
-
-    def _receive(self, body, message, list=list, isinstance=isinstance):
-        self.bodies.append(body)
-        super()._receive(body, message)
-
-
 def test_a_maps_task_sent_events_reach_celerys_receiver_batched_per_chunk(cluster):
     # Flower and celery-exporter see a task-sent event for every instance, and a chunk's
     # events come in one task.multi message (before: one message per instance, 150 here)
@@ -95,31 +81,19 @@ def test_a_maps_task_sent_events_reach_celerys_receiver_batched_per_chunk(cluste
     def instance(e):  # the expander has the same name and no map_index
         return e["type"] == "task-sent" and e.get("name") == name and "map_index" in e["kwargs"]
 
-    seen: list[dict] = []
-
-    def sent():
-        return [e for e in seen if instance(e)]
-
-    with cluster.app.connection_for_read() as conn:
-        receiver = _Bodies(conn, handlers={"*": seen.append}, app=cluster.app)
-        thread = threading.Thread(target=receiver.capture, kwargs={"limit": None}, daemon=True)
-        thread.start()
-        try:
-            wait_for(lambda: seen, 30, message="a first event (a worker heartbeat)")
-            final, tasks = run(cluster, "t_map_wide")
-            assert final.state == "success", tasks
-            wait_for(lambda: len(sent()) >= 150, 30, message="150 task-sent events")
-        finally:
-            receiver.should_stop = True
-            thread.join(10)
-    instances = sent()
+    with captured_events(cluster.app) as captured:
+        final, tasks = run(cluster, "t_map_wide")
+        assert final.state == "success", tasks
+        wait_for(
+            lambda: len([e for e in captured.events if instance(e)]) >= 150,
+            30,
+            message="150 task-sent events",
+        )
+    instances = [e for e in captured.events if instance(e)]
     assert len({e["uuid"] for e in instances}) == 150 == len(instances)
     assert all(e["queue"] and e["hostname"] and e["timestamp"] for e in instances)
-    carrying = [
-        b for b in receiver.bodies
-        if isinstance(b, list) and any(instance(e) for e in b)
-    ]  # fmt: skip
-    assert sum(len([e for e in b if instance(e)]) for b in carrying) == 150
+    carrying = captured.messages_carrying({e["uuid"] for e in instances})
+    assert sum(len(m) for m in carrying) == 150
     assert len(carrying) == 3  # one message per chunk (64 + 64 + 22)
 
 

@@ -19,6 +19,8 @@ from beatflow.dag.model import DAG
 from beatflow.runs.fire import create_scheduled_run, fire_batch, scheduled_run_id
 from beatflow.runtime import runtime_of
 from beatflow.states import DagRunState
+from tests.events import captured_events
+from tests.procs import wait_for
 
 TICK = datetime(2026, 5, 1, 6, tzinfo=UTC)
 
@@ -136,3 +138,27 @@ def test_a_dag_whose_params_raise_costs_the_other_dags_of_the_batch_nothing(
     assert fire_batch(FireTask(app), fires, 1) == 1  # type: ignore[arg-type]
     assert sent(redis_url, queue, "t_chain") == [scheduled_run_id(TICK)]
     assert store.list_dag_runs("t_single") == []
+
+
+def test_a_batchs_runs_send_their_task_sent_events_in_one_message(
+    app: Celery, redis_url: str, queue: str
+) -> None:
+    # Flower and celery-exporter see a task-sent event for every task a fire batch sends, a
+    # chord's header too, and they come in one task.multi message: before, one message each
+    fires = [fire("t_single", TICK), fire("t_chain", TICK), fire("t_chord", TICK)]
+    with captured_events(app) as captured:
+        assert fire_batch(FireTask(app), fires, 1) == 3  # type: ignore[arg-type]
+        tasks = {
+            json.loads(raw)["headers"]["id"]
+            for raw in redis.Redis.from_url(redis_url).lrange(queue, 0, -1)
+        }
+        assert len(tasks) >= 4  # t_single's, t_chain's first, t_chord's header (two or more)
+        wait_for(
+            lambda: {e["uuid"] for e in captured.of_type("task-sent")} >= tasks,
+            30,
+            message="a task-sent event for every task sent",
+        )
+    sent_events = [e for e in captured.of_type("task-sent") if e["uuid"] in tasks]
+    assert len(sent_events) == len(tasks)
+    assert all(e["hostname"] and e["queue"] == queue and e["clock"] for e in sent_events)
+    assert [len(m) for m in captured.messages_carrying(tasks)] == [len(tasks)]  # one message
