@@ -39,8 +39,11 @@ from celery import chain, chord, group  # noqa: E402
 
 from beatflow.app import create_app  # noqa: E402
 from beatflow.runs import follow_run, make_run_id, trigger_dag  # noqa: E402
+from beatflow.runs.fire import create_scheduled_runs, scheduled_draft  # noqa: E402
+from beatflow.runtime import runtime_of  # noqa: E402
 from beatflow.settings import Settings  # noqa: E402
 from beatflow.store import Store  # noqa: E402
+from beatflow.store.records import INSERT_CHUNK  # noqa: E402
 from tests import procs  # noqa: E402
 
 FINAL = ("success", "failed", "cancelled")
@@ -315,12 +318,18 @@ class Bench:
         wait_all_final(self.meter, self.bf_trigger(dag_id, n))
 
     def bf_beat(self) -> None:
-        """What the beat sends when ``beat_dags`` DAGs are due on the same minute: batches of 50
-        fires (``beatflow.fire_schedules``), then every run to its end."""
+        """What the beat does when ``beat_dags`` DAGs are due on the same minute: it creates
+        their runs (fenced, ``INSERT_CHUNK`` per statement, before any watermark moves:
+        scheduler.creation), then sends batches of 50 fires (``beatflow.fire_schedules``);
+        then every run to its end."""
         self.tick += timedelta(minutes=1)
         fires = [
             [f"b_beat_{i:04d}", self.tick.isoformat(), "scheduled"] for i in range(self.beat_dags)
         ]
+        runtime = runtime_of(self.app)
+        drafts = [scheduled_draft(runtime.dag(d), self.tick, how) for d, _, how in fires]
+        for i in range(0, len(drafts), INSERT_CHUNK):
+            create_scheduled_runs(runtime.store, drafts[i : i + INSERT_CHUNK], 1)
         for i in range(0, len(fires), 50):
             self.app.send_task(
                 "beatflow.fire_schedules", args=[fires[i : i + 50], 1], ignore_result=True
