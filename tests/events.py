@@ -20,9 +20,9 @@ PROBE = "test-probe"
 class _Bodies(EventReceiver):  # type: ignore[misc]
     """Celery's event receiver, keeping each message's body as it came (list or one)."""
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, bodies: list[object], **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.bodies: list[object] = []
+        self.bodies = bodies
 
     def _receive(self, body: object, message: Any, list: Any = list, isinstance: Any = isinstance):
         self.bodies.append(body)
@@ -57,8 +57,9 @@ def captured_events(app: Celery) -> Iterator[Captured]:
     sends comes back) until the block ends."""
     captured = Captured()
     with app.connection_for_read() as conn:
-        receiver = _Bodies(conn, handlers={"*": captured.events.append}, app=app)
-        receiver.bodies = captured.bodies
+        receiver = _Bodies(
+            conn, bodies=captured.bodies, handlers={"*": captured.events.append}, app=app
+        )
         thread = threading.Thread(target=receiver.capture, kwargs={"limit": None}, daemon=True)
         thread.start()
         try:

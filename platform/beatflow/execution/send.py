@@ -103,5 +103,5 @@ def _flush(app: Celery, events: list[dict[str, Any]]) -> None:
 def send_group(app: Celery, sig: Signature) -> None:
     """``sig.apply_async()`` (a group of plain tasks), its ``task-sent`` events in one message.
     A send that fails raises as ``apply_async`` would; the events of what went are sent."""
-    with app.producer_or_acquire() as producer, sending_together(app):
-        sig.apply_async(producer=producer)
+    with sending_together(app):
+        sig.apply_async()  # a group sends its tasks through one producer of its own
