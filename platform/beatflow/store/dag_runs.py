@@ -14,7 +14,7 @@ import sqlalchemy as sa
 from beatflow.errors import StoreError
 from beatflow.store.base import StoreBase, dag_run_record
 from beatflow.store.engine import UTCDateTime, dumps_json, require_aware, utcnow
-from beatflow.store.models import dag_run_counts, dag_runs, is_running, task_runs
+from beatflow.store.models import dag_run_counts, dag_runs, is_queued, is_running, task_runs
 from beatflow.store.records import (
     DAG_QUEUED,
     DAG_RUN_ACTIVE_STATES,
@@ -120,7 +120,7 @@ def _start_oldest(dag_id: str, max_active_runs: int, now: datetime) -> sa.Execut
     slots = sa.literal(max_active_runs) - running
     oldest = (
         sa.select(dag_runs.c.id)
-        .where(dag_runs.c.dag_id == dag_id, dag_runs.c.state == DAG_QUEUED)
+        .where(dag_runs.c.dag_id == dag_id, is_queued(dag_runs.c.state))
         .order_by(dag_runs.c.logical_date, dag_runs.c.id)
         .limit(sa.case((slots > 0, slots), else_=0))
     )
@@ -250,10 +250,14 @@ class DagRunsMixin(StoreBase):
         return [dag_run_record(r) for r in rows]
 
     def count_active_dag_runs(self, dag_id: str) -> int:
-        """Queued plus running runs of one DAG (for max_active_runs)."""
-        query = sa.select(sa.func.count()).where(
-            dag_runs.c.dag_id == dag_id, dag_runs.c.state.in_(DAG_RUN_ACTIVE_STATES)
-        )
+        """Queued plus running runs of one DAG (for max_active_runs), each off its partial
+        index."""
+
+        def count(in_state: sa.ColumnElement[bool]) -> sa.ScalarSelect[int]:
+            where = sa.and_(dag_runs.c.dag_id == dag_id, in_state)
+            return sa.select(sa.func.count()).where(where).scalar_subquery()
+
+        query = sa.select(count(is_queued(dag_runs.c.state)) + count(is_running(dag_runs.c.state)))
         with self._read(f"counting active runs of DAG {dag_id}") as conn:
             return int(conn.execute(query).scalar_one())
 
@@ -288,10 +292,10 @@ class DagRunsMixin(StoreBase):
         taken by the function ``beatflow_start_queued``, one round trip), so concurrent
         dispatchers never start one run twice nor exceed the limit. The work is O(1) whatever
         the number of runs queued or running, plus the runs it starts: the DAG's running count
-        (one row of dag_run_counts, migration 0012) and a LIMIT'ed select on the (dag_id,
-        state, logical_date) index, inside one UPDATE. The count row is read ``FOR UPDATE``
-        (migration 0015), so a trigger that inserted its run as running without the dispatch
-        lock, and has not committed yet, is counted too.
+        (one row of dag_run_counts, migration 0012) and a LIMIT'ed select on the DAG's queued
+        runs (their partial index, migration 0016), inside one UPDATE. The count row is read
+        ``FOR UPDATE`` (migration 0015), so a trigger that inserted its run as running without
+        the dispatch lock, and has not committed yet, is counted too.
         """
         if if_queued and not self._any_queued(dag_id):
             return []
@@ -313,9 +317,12 @@ class DagRunsMixin(StoreBase):
         return oldest_first(started, now)
 
     def _any_queued(self, dag_id: str) -> bool:
+        # in the partial index's order: SQLite, which has no statistics to tell the DAG's
+        # queued runs from all DAGs', then picks that index over (state, id), which needs a sort
         query = (
             sa.select(dag_runs.c.id)
-            .where(dag_runs.c.dag_id == dag_id, dag_runs.c.state == DAG_QUEUED)
+            .where(dag_runs.c.dag_id == dag_id, is_queued(dag_runs.c.state))
+            .order_by(dag_runs.c.logical_date, dag_runs.c.id)
             .limit(1)
         )
         with self._read(f"looking for queued runs of DAG {dag_id}") as conn:
@@ -432,7 +439,7 @@ class DagRunsMixin(StoreBase):
         """DAGs that have queued runs (the reconciler dispatches them when slots are free)."""
         query = (
             sa.select(dag_runs.c.dag_id)
-            .where(dag_runs.c.state == DAG_QUEUED)
+            .where(is_queued(dag_runs.c.state))
             .group_by(dag_runs.c.dag_id)
             .order_by(sa.func.min(dag_runs.c.queued_at))
             .limit(max(0, limit))

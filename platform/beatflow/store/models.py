@@ -22,15 +22,27 @@ NAMING = {
 # SQLite only auto-increments a column declared exactly INTEGER PRIMARY KEY
 BigId = sa.BigInteger().with_variant(sa.Integer(), "sqlite")
 Json = sa.JSON(none_as_null=True)
-# the predicate of the partial indexes over running rows; a query that is to use one names the
-# state as this literal (a bound parameter's value does not imply an index predicate)
+# the predicates of the partial indexes over running and queued rows; a query that is to use
+# one names the state as this literal (a bound parameter's value does not imply an index
+# predicate)
 RUNNING = sa.text("state = 'running'")
+QUEUED = sa.text("state = 'queued'")
+# the history indexes hold no active run (migration 0016), so no lookup of queued or running
+# rows can be planned through them when the statistics say such rows are rare
+FINAL = sa.text("state NOT IN ('queued', 'running')")
+ENDED = sa.text("ended_at IS NOT NULL")
 
 
 def is_running(state: sa.ColumnElement[str]) -> sa.ColumnElement[bool]:
     """``state = 'running'`` with the state inline, so the partial indexes over running rows
     (``RUNNING``) serve the query."""
     return state == sa.literal_column("'running'", sa.String())
+
+
+def is_queued(state: sa.ColumnElement[str]) -> sa.ColumnElement[bool]:
+    """``state = 'queued'`` with the state inline, so the partial index over queued rows
+    (``QUEUED``) serves the query."""
+    return state == sa.literal_column("'queued'", sa.String())
 
 
 class Base(DeclarativeBase):
@@ -50,10 +62,21 @@ class DagRun(Base):
         ),
         sa.Index(None, "dag_id", "logical_date"),
         sa.Index(None, "queued_at"),
-        sa.Index(None, "state", "ended_at"),
-        sa.Index(None, "dag_id", "state", "logical_date"),  # the next queued runs, in order
+        # finished runs in end order, for the prune
+        sa.Index("ix_dag_runs_ended_at", "ended_at", postgresql_where=ENDED, sqlite_where=ENDED),
+        # a DAG's queued runs in dispatch order (migration 0016: only queued rows)
+        sa.Index(
+            "ix_dag_runs_queued_dag_id",
+            "dag_id",
+            "logical_date",
+            "id",
+            postgresql_where=QUEUED,
+            sqlite_where=QUEUED,
+        ),
         sa.Index(None, "dag_id", "id"),  # a DAG's newest runs (web pages, keyset pagination)
-        sa.Index(None, "state", "id"),
+        # a state's runs newest first (the runs page); whole on SQLite, where a partial index
+        # serves only a query naming its predicate
+        sa.Index("ix_dag_runs_state_id", "state", "id", postgresql_where=FINAL),
     )
 
     id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)

@@ -1,11 +1,14 @@
 """What the hot reads cost on PostgreSQL, from its own counters (``pg_stat_user_indexes``), on a
 database with history that has been analysed as any deployment's is: a dispatch reads a few
-entries whatever the number of runs running, its own DAG's or any other's; the stuck-task-run
-count reads the running rows' index, not the whole table."""
+entries whatever the number of runs running, its own DAG's or any other's; a close reads its
+own DAG's queued runs whatever the number of other DAGs' queued; the stuck-task-run count reads
+the running rows' index, not the whole table. On SQLite, which keeps no such counters, the
+close's cost is counted in its virtual machine's steps."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import sqlite3
+from collections.abc import Callable, Iterator
 
 import psycopg
 import pytest
@@ -111,3 +114,112 @@ def test_the_stuck_task_run_count_reads_only_running_rows(pg: tuple[Store, str])
     read = _delta(before, after)
     assert seq_after == seq_before, "the count scanned task_runs sequentially"
     assert read == {"ix_task_runs_running_lease_expires_at": 3}, read
+
+
+OTHER_DAGS = 50  # DAGs with runs queued behind their limits, as after a beat's busy minute
+QUEUED_EACH = 20  # queued runs each: 1,000 queued, none of them "mine"
+
+
+def _queue_behind_others(dsn: str) -> None:
+    """1,000 runs of 50 other DAGs queued after the last ANALYZE, which saw none queued (the
+    statistics of a deployment whose minute has just fired: queued rows look rare)."""
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(
+            "INSERT INTO dag_runs (dag_id, run_id, trigger, conf, state, queued_at, logical_date) "
+            "SELECT 'busy' || (i %% %s), 'q' || i, 'scheduled', '{}', 'queued', now(), "
+            "now() + i * interval '1 second' FROM generate_series(1, %s) i",
+            (OTHER_DAGS, OTHER_DAGS * QUEUED_EACH),
+        )
+
+
+@pytest.mark.parametrize(
+    ("mine", "mine_queued"), [("mine", 0), ("mine", 2), ("history", 0), ("history", 2)]
+)
+def test_a_close_reads_its_own_dags_queued_runs_not_every_dags(
+    pg: tuple[Store, str], mine: str, mine_queued: int
+) -> None:
+    """A run's close looks for its DAG's queued runs (``beatflow_start_queued``): with a
+    thousand runs of other DAGs queued, it reads its own DAG's entries, not theirs. Before the
+    partial index over queued rows, PostgreSQL walked ``(state, id)`` filtering on the DAG, a
+    thousand entries per close while the queue drained: quadratic in the queue. Nor does it
+    walk its own DAG's history ("history" has 19,600 finished runs)."""
+    store, dsn = pg
+    _queue_behind_others(dsn)
+    store.create_dag_run("warm", "w0")
+    store.start_queued_dag_runs("warm", 10)  # the function's plans, made before the count
+    for n in range(mine_queued):
+        store.create_dag_run(mine, f"m{n}")
+    _flush(store)
+    before, seq_before = _index_reads(dsn, "dag_runs")
+    started = store.start_queued_dag_runs(mine, 10)
+    _flush(store)
+    after, seq_after = _index_reads(dsn, "dag_runs")
+    assert len(started) == mine_queued
+    read = _delta(before, after)
+    assert seq_after == seq_before, "the close scanned dag_runs sequentially"
+    assert sum(read.values()) < 40, read
+    # and the oldest queued run of a busy DAG is found among its own 20, not the 1,000
+    _flush(store)
+    before, _ = _index_reads(dsn, "dag_runs")
+    assert [r.run_id for r in store.start_queued_dag_runs("busy7", 1)] == ["q7"]
+    _flush(store)
+    after, _ = _index_reads(dsn, "dag_runs")
+    read = _delta(before, after)
+    assert sum(read.values()) < 40 + QUEUED_EACH, read
+
+
+def _queue_sqlite(store: Store, dag_ids: list[str], each: int) -> None:
+    with store._engine.begin() as conn:
+        conn.execute(
+            sa.text(
+                "INSERT INTO dag_runs (dag_id, run_id, trigger, conf, state, queued_at, "
+                "logical_date) VALUES (:d, :r, 'scheduled', '{}', 'queued', CURRENT_TIMESTAMP, "
+                "CURRENT_TIMESTAMP)"
+            ),
+            [{"d": d, "r": f"q{n}"} for d in dag_ids for n in range(each)],
+        )
+
+
+def _steps(store: Store, work: Callable[[], object]) -> int:
+    """SQLite virtual machine steps ``work`` runs, from a progress handler called on every
+    step of the store's connection (the same count on any machine)."""
+    steps = 0
+
+    def count() -> int:
+        nonlocal steps
+        steps += 1
+        return 0  # go on
+
+    def hook(conn: sa.Connection, *_: object) -> None:
+        raw = conn.connection.driver_connection
+        assert isinstance(raw, sqlite3.Connection)
+        raw.set_progress_handler(count, 1)
+
+    sa.event.listen(store._engine, "before_cursor_execute", hook)
+    try:
+        work()
+    finally:
+        sa.event.remove(store._engine, "before_cursor_execute", hook)
+    return steps
+
+
+def test_on_sqlite_a_close_does_not_walk_other_dags_queued_runs(sqlite_url: str) -> None:
+    """The same close on the embedded database: its cost with a thousand runs of other DAGs
+    queued is about its cost with none (before, SQLite looked through ``(state, id)``, every
+    DAG's queued runs, for the DAG's first one)."""
+    store = Store(sqlite_url)
+    store.upgrade()
+    try:
+        _queue_sqlite(store, ["mine"], 2)
+        for _ in range(3):  # warm: the statements compiled, the connection made
+            store.start_queued_dag_runs("empty", 10, if_queued=True)
+        alone = _steps(store, lambda: store.start_queued_dag_runs("empty", 10, if_queued=True))
+        dispatch_alone = _steps(store, lambda: store.start_queued_dag_runs("mine", 1))
+        _queue_sqlite(store, [f"busy{d}" for d in range(OTHER_DAGS)], QUEUED_EACH)
+        busy = _steps(store, lambda: store.start_queued_dag_runs("empty", 10, if_queued=True))
+        dispatch_busy = _steps(store, lambda: store.start_queued_dag_runs("mine", 1))
+    finally:
+        store.close()
+    # a few steps per entry read: walking the 1,000 others would cost thousands more
+    assert busy < alone + 200, (alone, busy)
+    assert dispatch_busy < dispatch_alone + 200, (dispatch_alone, dispatch_busy)

@@ -1,0 +1,140 @@
+"""Queued runs in an index of their own, and the history indexes without the active runs.
+
+Every close of a run asks whether its DAG has a run queued (``beatflow_start_queued``, and a
+trigger's fast path in ``beatflow_create_and_start``), and a dispatch takes the DAG's oldest
+queued runs in ``(logical_date, id)`` order. When a busy minute has queued a thousand runs of
+fifty DAGs, the statistics of the last ANALYZE still say queued rows are rare, and PostgreSQL
+answered ``dag_id = $1 AND state = 'queued'`` through ``(state, id)``, filtering on the DAG: a
+thousand entries read per close while the queue drained, quadratic in the queue (the beat row of
+bench/RESULTS.md, session 14: 547 rows fetched per task run).
+
+- ``ix_dag_runs_queued_dag_id``, ``(dag_id, logical_date, id) WHERE state = 'queued'``: the
+  lookup reads the DAG's own queued entries, the dispatch's ORDER BY ... LIMIT the first of
+  them, and the reconciler's "DAGs with queued runs" the queued rows alone. It replaces
+  ``ix_dag_runs_dag_id_state_logical_date``, which served only that lookup and dispatch.
+- An index on ``state`` that also holds queued rows stays a cheaper-looking path whenever the
+  statistics say they are rare (a freshly inserted row's page is not yet all-visible, so an
+  index-only scan is costed with heap fetches). So on PostgreSQL ``ix_dag_runs_state_id`` (a
+  state's runs newest first, across DAGs: the runs page) now holds only the final states; a
+  page of queued or running runs reads their small partial indexes. SQLite uses a partial index
+  only when the query names its predicate, so there it stays whole; its planner prefers the
+  partial one for the lookup by itself (it halves a partial index's row estimate).
+- ``ix_dag_runs_state_ended_at`` served the prune alone, which reads finished runs in
+  ``ended_at`` order: ``ix_dag_runs_ended_at``, ``(ended_at) WHERE ended_at IS NOT NULL``, is
+  that order without the states to merge, and holds no active run.
+
+A run's start (queued -> running) then writes no entry into either history index, and its end
+none into the queued one. The queries that use a partial index name its state as a literal, as
+those of migration 0009 do.
+
+``beatflow_start_queued`` updated ``WHERE id IN (the oldest queued ids) AND state = 'queued'``.
+With queued rows looking rare, PostgreSQL drove that from the outer ``state = 'queued'``: every
+DAG's queued entries, each joined to the subquery (2,000 entries read to start one run). It now
+takes the oldest queued runs ``FOR UPDATE`` in a materialised CTE and updates those rows by id:
+a row that changed after the snapshot (a cancel) is rechecked as it is locked and left out, as
+the outer condition left it out, and the update has only the ids to go by.
+
+Revision ID: 0016
+Revises: 0015
+Create Date: 2026-12-03
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+from types import ModuleType
+
+import sqlalchemy as sa
+from alembic import op
+
+revision = "0016"
+down_revision = "0015"
+branch_labels = None
+depends_on = None
+
+QUEUED = sa.text("state = 'queued'")
+FINAL = sa.text("state NOT IN ('queued', 'running')")
+ENDED = sa.text("ended_at IS NOT NULL")
+
+
+START_QUEUED = """
+CREATE OR REPLACE FUNCTION beatflow_start_queued(
+    p_dag_id text, p_max integer
+) RETURNS SETOF dag_runs
+LANGUAGE plpgsql VOLATILE AS $fn$
+DECLARE
+    v_running integer;
+BEGIN
+    PERFORM pg_advisory_xact_lock(hashtext('beatflow.dispatch'), hashtext(p_dag_id));
+    IF NOT EXISTS (SELECT 1 FROM dag_runs q WHERE q.dag_id = p_dag_id AND q.state = 'queued')
+    THEN
+        RETURN;
+    END IF;
+    SELECT c.running INTO v_running FROM dag_run_counts c WHERE c.dag_id = p_dag_id FOR UPDATE;
+    IF NOT FOUND THEN
+        INSERT INTO dag_run_counts (dag_id, running) VALUES (p_dag_id, 0)
+        ON CONFLICT (dag_id) DO NOTHING;
+        SELECT c.running INTO v_running FROM dag_run_counts c
+        WHERE c.dag_id = p_dag_id FOR UPDATE;
+    END IF;
+    RETURN QUERY
+    WITH oldest AS MATERIALIZED (
+        SELECT q.id FROM dag_runs q
+        WHERE q.dag_id = p_dag_id AND q.state = 'queued'
+        ORDER BY q.logical_date, q.id
+        LIMIT greatest(0, p_max - v_running)
+        FOR UPDATE
+    ), started AS (
+        UPDATE dag_runs
+        SET state = 'running', started_at = coalesce(dag_runs.started_at, clock_timestamp())
+        FROM oldest
+        WHERE dag_runs.id = oldest.id
+        RETURNING dag_runs.*
+    )
+    SELECT * FROM started;
+END
+$fn$
+"""
+
+
+def upgrade() -> None:
+    if op.get_bind().dialect.name == "postgresql":
+        op.execute(START_QUEUED)
+    op.create_index(
+        "ix_dag_runs_queued_dag_id",
+        "dag_runs",
+        ["dag_id", "logical_date", "id"],
+        postgresql_where=QUEUED,
+        sqlite_where=QUEUED,
+    )
+    op.drop_index("ix_dag_runs_dag_id_state_logical_date", table_name="dag_runs")
+    op.drop_index("ix_dag_runs_state_id", table_name="dag_runs")
+    op.create_index("ix_dag_runs_state_id", "dag_runs", ["state", "id"], postgresql_where=FINAL)
+    op.create_index(
+        "ix_dag_runs_ended_at", "dag_runs", ["ended_at"], postgresql_where=ENDED, sqlite_where=ENDED
+    )
+    op.drop_index("ix_dag_runs_state_ended_at", table_name="dag_runs")
+
+
+def downgrade() -> None:
+    if op.get_bind().dialect.name == "postgresql":
+        op.execute(_revision("0015_trigger_fast_path").START_QUEUED)
+    op.create_index("ix_dag_runs_state_ended_at", "dag_runs", ["state", "ended_at"])
+    op.drop_index("ix_dag_runs_ended_at", table_name="dag_runs")
+    op.drop_index("ix_dag_runs_state_id", table_name="dag_runs")
+    op.create_index("ix_dag_runs_state_id", "dag_runs", ["state", "id"])
+    op.create_index(
+        "ix_dag_runs_dag_id_state_logical_date", "dag_runs", ["dag_id", "state", "logical_date"]
+    )
+    op.drop_index("ix_dag_runs_queued_dag_id", table_name="dag_runs")
+
+
+def _revision(name: str) -> ModuleType:
+    """An earlier revision's module (its file name is no Python identifier): its function's
+    text, for the downgrade."""
+    spec = importlib.util.spec_from_file_location(name, Path(__file__).with_name(f"{name}.py"))
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
