@@ -15,6 +15,7 @@ from beatflow.errors import StaleLeaderError, StoreError
 from beatflow.store import Store
 from beatflow.store.records import ScheduledRunDraft
 from tests.integration.store.conftest import MakeStore
+from tests.procs import wait_for
 
 T0 = datetime(2026, 3, 1, tzinfo=UTC)
 
@@ -317,3 +318,44 @@ def test_finishes_cancels_and_dispatches_racing_on_one_dag_keep_its_count_and_ne
     kept, counted = _running_counts(stores[0])
     assert kept == counted
     assert counted.get("d", 0) == len(stores[0].list_dag_runs("d", state="running", limit=100))
+
+
+def test_a_queued_run_cancelled_while_a_dispatch_waits_for_it_is_not_started(
+    store: Store,
+) -> None:
+    """PostgreSQL: a dispatch takes the oldest queued runs ``FOR UPDATE`` (migration 0016). A
+    cancel that holds the oldest one's row when the dispatch reaches it makes the dispatch wait;
+    once the cancel commits, the dispatch leaves that run as it is and starts the next queued
+    one in its place (the slot is not lost to the cancelled run)."""
+    if store.dialect != "postgresql":
+        pytest.skip("SQLite's BEGIN IMMEDIATE serialises the cancel and the dispatch")
+    for n in range(3):
+        store.create_dag_run("d", f"q{n}", logical_date=T0 + timedelta(minutes=n))
+    started: list[list[str]] = []
+    with store._engine.connect() as cancel:
+        cancel.execute(
+            sa.text("UPDATE dag_runs SET state = 'cancelled' WHERE dag_id = 'd' AND run_id = 'q0'")
+        )  # in a transaction: q0's row stays locked until the commit below
+        dispatch = threading.Thread(
+            target=lambda: started.append([r.run_id for r in store.start_queued_dag_runs("d", 1)])
+        )
+        dispatch.start()
+
+        def waiting() -> bool:
+            with store._engine.connect() as probe:
+                return bool(
+                    probe.execute(
+                        sa.text(
+                            "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
+                            " AND query LIKE '%beatflow_start_queued%'"
+                        )
+                    ).scalar_one()
+                )
+
+        wait_for(waiting, timeout=10, message="the dispatch to wait for q0's row")
+        cancel.commit()
+        dispatch.join(timeout=10)
+    assert not dispatch.is_alive()
+    assert started == [["q1"]]
+    states = {r.run_id: r.state for r in store.list_dag_runs("d")}
+    assert states == {"q0": "cancelled", "q1": "running", "q2": "queued"}

@@ -31,8 +31,10 @@ those of migration 0009 do.
 With queued rows looking rare, PostgreSQL drove that from the outer ``state = 'queued'``: every
 DAG's queued entries, each joined to the subquery (2,000 entries read to start one run). It now
 takes the oldest queued runs ``FOR UPDATE`` in a materialised CTE and updates those rows by id:
-a row that changed after the snapshot (a cancel) is rechecked as it is locked and left out, as
-the outer condition left it out, and the update has only the ids to go by.
+a row that changed after the snapshot (a cancel) is rechecked as it is locked and left out, and
+the update has only the ids to go by. The lock sits under the LIMIT, so a run cancelled while the
+dispatch waited for its row gives its slot to the next queued run; before, the recheck left the
+run out and the slot unused until the next close or the reconciler.
 
 Revision ID: 0016
 Revises: 0015
