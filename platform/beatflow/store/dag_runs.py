@@ -250,14 +250,10 @@ class DagRunsMixin(StoreBase):
         return [dag_run_record(r) for r in rows]
 
     def count_active_dag_runs(self, dag_id: str) -> int:
-        """Queued plus running runs of one DAG (for max_active_runs), each off its partial
-        index."""
-
-        def count(in_state: sa.ColumnElement[bool]) -> sa.ScalarSelect[int]:
-            where = sa.and_(dag_runs.c.dag_id == dag_id, in_state)
-            return sa.select(sa.func.count()).where(where).scalar_subquery()
-
-        query = sa.select(count(is_queued(dag_runs.c.state)) + count(is_running(dag_runs.c.state)))
+        """Queued plus running runs of one DAG (for max_active_runs)."""
+        query = sa.select(sa.func.count()).where(
+            dag_runs.c.dag_id == dag_id, dag_runs.c.state.in_(DAG_RUN_ACTIVE_STATES)
+        )
         with self._read(f"counting active runs of DAG {dag_id}") as conn:
             return int(conn.execute(query).scalar_one())
 

@@ -5,6 +5,7 @@ and run inside one transaction, serialised between processes by a lock."""
 from __future__ import annotations
 
 from pathlib import Path
+from types import ModuleType
 
 import sqlalchemy as sa
 from alembic import command
@@ -34,6 +35,15 @@ def head_revision() -> str:
     head = ScriptDirectory.from_config(alembic_config()).get_current_head()
     assert head is not None, f"no migrations under {MIGRATIONS}"
     return head
+
+
+def revision_module(revision: str) -> ModuleType:
+    """An earlier migration's module as Alembic loads it: a downgrade that restores a function
+    reads that revision's text of it."""
+    script = ScriptDirectory.from_config(alembic_config()).get_revision(revision)
+    assert script is not None and script.module is not None, f"no migration {revision}"
+    module: ModuleType = script.module
+    return module
 
 
 def known_revisions() -> set[str]:

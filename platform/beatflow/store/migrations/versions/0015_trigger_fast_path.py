@@ -28,11 +28,9 @@ Create Date: 2026-12-02
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
-from types import ModuleType
-
 from alembic import op
+
+from beatflow.store.schema import revision_module
 
 revision = "0015"
 down_revision = "0014"
@@ -153,15 +151,5 @@ def upgrade() -> None:
 
 def downgrade() -> None:
     if op.get_bind().dialect.name == "postgresql":
-        op.execute(_revision("0012_running_counts").PG_START_QUEUED)
-        op.execute(_revision("0008_trigger_functions").CREATE_AND_START)
-
-
-def _revision(name: str) -> ModuleType:
-    """An earlier revision's module (its file name is no Python identifier): its functions'
-    text, for the downgrade."""
-    spec = importlib.util.spec_from_file_location(name, Path(__file__).with_name(f"{name}.py"))
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+        op.execute(revision_module("0012").PG_START_QUEUED)
+        op.execute(revision_module("0008").CREATE_AND_START)

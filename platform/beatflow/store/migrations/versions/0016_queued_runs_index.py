@@ -43,12 +43,10 @@ Create Date: 2026-12-03
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
-from types import ModuleType
-
 import sqlalchemy as sa
 from alembic import op
+
+from beatflow.store.schema import revision_module
 
 revision = "0016"
 down_revision = "0015"
@@ -121,7 +119,7 @@ def upgrade() -> None:
 
 def downgrade() -> None:
     if op.get_bind().dialect.name == "postgresql":
-        op.execute(_revision("0015_trigger_fast_path").START_QUEUED)
+        op.execute(revision_module("0015").START_QUEUED)
     op.create_index("ix_dag_runs_state_ended_at", "dag_runs", ["state", "ended_at"])
     op.drop_index("ix_dag_runs_ended_at", table_name="dag_runs")
     op.drop_index("ix_dag_runs_state_id", table_name="dag_runs")
@@ -130,13 +128,3 @@ def downgrade() -> None:
         "ix_dag_runs_dag_id_state_logical_date", "dag_runs", ["dag_id", "state", "logical_date"]
     )
     op.drop_index("ix_dag_runs_queued_dag_id", table_name="dag_runs")
-
-
-def _revision(name: str) -> ModuleType:
-    """An earlier revision's module (its file name is no Python identifier): its function's
-    text, for the downgrade."""
-    spec = importlib.util.spec_from_file_location(name, Path(__file__).with_name(f"{name}.py"))
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
