@@ -17,7 +17,7 @@ from beatflow.dag.loader import load_dags as load_dags_folder
 from beatflow.execution.canvas import counting_backend
 from beatflow.execution.lease import LeaseKeeper
 from beatflow.execution.log_capture import install_log_capture
-from beatflow.execution.send import BatchingEvents
+from beatflow.execution.send import BatchingCelery, BatchingEvents
 from beatflow.execution.tasks import install
 from beatflow.logs import configure_logging
 from beatflow.observability.flower import configure_if_flower
@@ -51,8 +51,9 @@ def create_app(settings: Settings | None = None, *, load_dags: bool = True) -> C
     ``<dag_id>.<task_id>``; without it the DAGs load on first use (the CLI).
     """
     settings = settings or Settings.from_env()
-    # events: task-sent events of a batch of sends go in one message (execution.send)
-    app = Celery("beatflow", set_as_current=False, events=BatchingEvents)
+    # a block of sends goes to the broker in one round trip, their task-sent events in one
+    # message (execution.send)
+    app = BatchingCelery("beatflow", set_as_current=False, events=BatchingEvents)
     app.conf.update(settings.celery_config())
     install_config_masking(mask_url)  # `inspect conf`, Flower: every URL's password masked
     app.backend_cls = counting_backend(app.conf.result_backend)  # chords count parts only

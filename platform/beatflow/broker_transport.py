@@ -139,6 +139,11 @@ class Channel(kombu_redis.Channel):
     after a refusal, made only once Redis takes writes again."""
 
     QoS = QoS
+    # kombu batches publishes (Producer.batch) only when redis-py would not replay a pipeline
+    # on a timeout, as ``retry_on_timeout`` (set here) does: a replay delivers twice. It does
+    # the same to a single publish, and beatflow's batched sends (its canvases) are made to be
+    # delivered twice: every task run is claimed by its dedupe key.
+    supports_batch_publish = True
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)  # type: ignore[no-untyped-call]
@@ -257,6 +262,7 @@ class Transport(kombu_redis.Transport):
     error (closed, re-established with backoff), not a channel error that stops a worker."""
 
     Channel = Channel
+    supports_batch_publish = True  # see Channel.supports_batch_publish
     connection_errors = (
         *kombu_redis.Transport.connection_errors,
         WritesRefusedError,

@@ -1,4 +1,5 @@
-"""Sending many task messages with their ``task-sent`` events in one event message.
+"""Sending many task messages in one round trip to the broker, their ``task-sent`` events in
+one event message.
 
 Celery publishes a ``task-sent`` event beside every task message it sends (the app sets
 ``task_send_sent_event``, which Flower and celery-exporter read). Each is a message of its own:
@@ -6,14 +7,18 @@ about 250–280 µs of the sender's CPU per task here (bench/bench_send_cost.py,
 "no task-sent event"), which for a ``.map()`` lands in the worker that expands it, and for the
 runs of a beat's fire batch in the worker that dispatches them. Celery's own dispatcher can buffer
 events and send them as a list in one ``<group>.multi`` message, and every Celery event receiver
-(Flower's, celery-exporter's, beatflow's exporter) takes a list body as that many events.
+(Flower's, celery-exporter's, beatflow's exporter) takes a list body as that many events. And
+each message is a Redis ``LPUSH`` awaited on its own, where kombu (5.7) can buffer a producer's
+publishes and send them in one pipeline (``Producer.batch``).
 
 In a ``sending_together`` block, the app's event dispatcher (``BatchingDispatcher``, set by
 ``create_app`` as the app's ``events.Dispatcher``) keeps the ``task-sent`` events of whatever the
-block sends — tasks, groups, chains, chords: Celery's canvas code is left to publish as it
-always does, since apply options such as a producer would be copied into a chord's body and
-serialised with it — and the block ends by publishing them in one message. An app built
-otherwise sends its events one by one, as Celery does.
+block sends — tasks, groups, chains, chords — and every send of the block takes the block's
+producer (``BatchingCelery.producer_or_acquire``, where Celery's sends take theirs: canvas code
+is left to publish as it always does, since an apply option such as a producer would be copied
+into a chord's body and serialised with it), whose publishes the block buffers. The block ends
+by adding the events in one message and sending it all in one pipeline. An app built otherwise
+sends its messages and events one by one, as Celery does.
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ import contextvars
 import logging
 import os
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any
 
 from celery import Celery
@@ -31,11 +37,28 @@ from celery.canvas import Signature
 from celery.events.dispatcher import EventDispatcher
 from celery.events.event import Event
 from celery.utils.time import utcoffset
+from kombu.exceptions import BatchPublishError, OperationalError
+from kombu.messaging import Producer
 
 log = logging.getLogger(__name__)
 
-_KEPT: contextvars.ContextVar[tuple[Celery, list[dict[str, Any]]] | None] = contextvars.ContextVar(
-    "beatflow_kept_task_sent_events", default=None
+# Redis commands a block buffers before it sends them (a block sending more sends in steps)
+BATCH_COMMANDS = 1000
+
+
+@dataclass
+class _Block:
+    """A ``sending_together`` block of this thread: its app, the ``task-sent`` events kept, and
+    the producer every send of the block publishes through (its messages buffered in one kombu
+    publish batch)."""
+
+    app: Celery
+    events: list[dict[str, Any]]
+    producer: Producer
+
+
+_BLOCK: contextvars.ContextVar[_Block | None] = contextvars.ContextVar(
+    "beatflow_sending_together", default=None
 )
 
 
@@ -47,11 +70,11 @@ class BatchingDispatcher(EventDispatcher):  # type: ignore[misc]
 
     def publish(self, type: str, fields: dict[str, Any], producer: Any, blind: bool = False,
                 Event: Any = Event, **kwargs: Any) -> Any:  # fmt: skip
-        kept = _KEPT.get()
-        if kept is None or type != "task-sent" or kept[0] is not self.app:
+        block = _BLOCK.get()
+        if block is None or type != "task-sent" or block.app is not self.app:
             return super().publish(type, fields, producer, blind=blind, Event=Event, **kwargs)
         clock = None if blind else self.clock.forward()
-        kept[1].append(
+        block.events.append(
             Event(type, hostname=self.hostname, utcoffset=utcoffset(), pid=os.getpid(),
                   clock=clock, **fields)
         )  # fmt: skip
@@ -64,30 +87,51 @@ class BatchingEvents(Events):  # type: ignore[misc]
     dispatcher_cls = f"{__name__}:BatchingDispatcher"
 
 
+class BatchingCelery(Celery):  # type: ignore[misc]
+    """Celery, whose sends in a ``sending_together`` block of this thread go through the block's
+    producer: ``producer_or_acquire`` is where Celery's task, group and chord sends (and a
+    chain's first step) take theirs."""
+
+    def producer_or_acquire(self, producer: Producer | None = None) -> Any:
+        block = _BLOCK.get()
+        if producer is None and block is not None and block.app is self:
+            producer = block.producer
+        return super().producer_or_acquire(producer)
+
+
 @contextlib.contextmanager
 def sending_together(app: Celery) -> Iterator[None]:
-    """A block whose sends' ``task-sent`` events go in one ``task.multi`` message when it ends
-    (also when a send in it failed: the events of what went are sent). Blocks nest: the outer
-    one sends them."""
-    if _KEPT.get() is not None:
+    """A block whose sends reach the broker together when it ends: their messages, and their
+    ``task-sent`` events in one ``task.multi`` message, in one Redis round trip. A block that
+    raises still sends what it sent before its error (that send failing is logged: the block's
+    own error is the one raised). A send that fails when the block ends raises as a publish to
+    an unreachable broker does (``kombu.exceptions.OperationalError``), and whether any of the
+    block's messages arrived is then unknown. Blocks nest: the outer one sends."""
+    if _BLOCK.get() is not None:
         yield
         return
-    kept: list[dict[str, Any]] = []
-    token = _KEPT.set((app, kept))
-    try:
-        yield
-    finally:
-        _KEPT.reset(token)
-        _flush(app, kept)
+    with app.producer_or_acquire() as producer, producer.batch(max_size=BATCH_COMMANDS) as batch:
+        block = _Block(app, [], producer)
+        token = _BLOCK.set(block)
+        try:
+            yield
+        except BaseException:
+            _BLOCK.reset(token)
+            try:
+                _send(app, producer, batch, block.events)
+            except Exception:  # the block's own error is the one to raise
+                log.warning("could not send what a failed block had sent", exc_info=True)
+            raise
+        _BLOCK.reset(token)
+        _send(app, producer, batch, block.events)
 
 
-def _flush(app: Celery, events: list[dict[str, Any]]) -> None:
-    if not events:
-        return
-    d = app.amqp._event_dispatcher  # Celery's own for task-sent
-    try:
-        with app.producer_or_acquire() as producer:
-            producer.publish(
+def _send(app: Celery, producer: Producer, batch: Any, events: list[dict[str, Any]]) -> None:
+    """The block's events into its batch (one message), then the batch to the broker."""
+    if events:
+        d = app.amqp._event_dispatcher  # Celery's own for task-sent
+        try:
+            producer.publish(  # type: ignore[no-untyped-call]
                 events,
                 routing_key="task.multi",
                 exchange=d.exchange.name,
@@ -96,12 +140,22 @@ def _flush(app: Celery, events: list[dict[str, Any]]) -> None:
                 headers=d.headers,
                 delivery_mode=d.delivery_mode,
             )
-    except Exception:  # the tasks went; their events are for monitoring only
-        log.warning("could not send %d task-sent events", len(events), exc_info=True)
+        except Exception:  # not batched (a transport without batches): the tasks went already
+            log.warning("could not send %d task-sent events", len(events), exc_info=True)
+    try:
+        batch.flush()
+    except BatchPublishError as exc:
+        cause = exc.__cause__
+        if isinstance(cause, producer.connection.connection_errors):
+            raise OperationalError(
+                "the broker was lost while it took a block of sends (some or none may have "
+                f"arrived): {type(cause).__name__}: {cause}"
+            ) from exc
+        raise
 
 
 def send_group(app: Celery, sig: Signature) -> None:
-    """``sig.apply_async()`` (a group of plain tasks), its ``task-sent`` events in one message.
-    A send that fails raises as ``apply_async`` would; the events of what went are sent."""
+    """``sig.apply_async()`` (a group of plain tasks) in one round trip to the broker, its
+    ``task-sent`` events in one message. A send that fails raises as ``apply_async`` would."""
     with sending_together(app):
-        sig.apply_async()  # a group sends its tasks through one producer of its own
+        sig.apply_async()

@@ -21,13 +21,13 @@ from celery import Celery
 from celery import Task as CeleryTask
 
 from beatflow.errors import (
+    BrokerUnavailableError,
     ConfError,
     DagNotFoundError,
     StaleLeaderError,
     StoreUnavailableError,
 )
 from beatflow.execution.options import TASK_OPTIONS, store_retry_delay
-from beatflow.execution.send import sending_together
 from beatflow.runtime import Runtime, runtime_of
 from beatflow.store.records import ScheduledRunDraft
 from beatflow.times import parse_instant
@@ -171,12 +171,13 @@ def fire_dags(
     """Make sure each tick's run exists (a beat older than this version did not create it),
     then start the queued runs of every DAG that is not paused and send them. A handful of
     store calls serve the whole batch (which runs exist, which DAGs are paused, the missing
-    runs in one fenced insert, one dispatch for every DAG); the sends go DAG by DAG, their
-    task-sent events in one message, and a failure that is not the whole batch's is sorted out
-    DAG by DAG, so one DAG's failure never touches another's. Returns the fires to retry
-    (unknown DAG, store down) and the number of DAGs dispatched (a paused DAG counts: its runs
+    runs in one fenced insert, one dispatch for every DAG); the sends go DAG by DAG and reach
+    the broker together (one round trip, their task-sent events in one message), and a failure
+    that is not the whole batch's is sorted out DAG by DAG, so one DAG's failure never touches
+    another's. Returns the fires to retry (unknown DAG, store down, the batch's sends lost with
+    the broker) and the number of DAGs dispatched (a paused DAG counts: its runs
     wait queued)."""
-    from beatflow.runs.lifecycle import send_started
+    from beatflow.runs.lifecycle import send_started, sending_runs
 
     retry: list[list[str]] = []
     ticks: dict[str, list[tuple[datetime, str]]] = {}
@@ -205,12 +206,16 @@ def fire_dags(
         )
     except StoreUnavailableError:
         return retry + [f for d in ready for f in by_dag[d]], dispatched
-    with sending_together(runtime.app):  # the batch's task-sent events in one message
-        for dag_id in ready:
-            send = partial(send_started, runtime, dag_id, started[dag_id])
-            if _isolated(dag_id, by_dag[dag_id], retry, send):
-                dispatched += 1
-    return retry, dispatched
+    sent: list[str] = []
+    try:  # the batch's sends in one round trip to the broker, their events in one message
+        with sending_runs(runtime, [(d, run.run_id) for d in ready for run in started[d]]):
+            for dag_id in ready:
+                send = partial(send_started, runtime, dag_id, started[dag_id])
+                if _isolated(dag_id, by_dag[dag_id], retry, send):
+                    sent.append(dag_id)
+    except BrokerUnavailableError:  # lost with the broker: the runs are queued again
+        return retry + [f for d in sent for f in by_dag[d]], dispatched
+    return retry, dispatched + len(sent)
 
 
 def _parse(
@@ -284,8 +289,8 @@ def _isolated(
     try:
         work()
         return True
-    except (DagNotFoundError, StoreUnavailableError):
-        retry += fires  # fires are idempotent
+    except (DagNotFoundError, StoreUnavailableError, BrokerUnavailableError):
+        retry += fires  # fires are idempotent (a run the broker did not take is queued again)
     except StaleLeaderError as exc:
         log.warning("fire of DAG %s refused: %s", dag_id, exc, extra={"dag_id": dag_id})
     except Exception:  # one DAG's failure must not cost the others

@@ -3,8 +3,9 @@ respecting max_active_runs), close (final state, next queued run). Following a r
 
 from __future__ import annotations
 
+import contextlib
 import logging
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
@@ -140,15 +141,45 @@ def _dispatch(runtime: Runtime, dag_id: str, *, if_queued: bool = False) -> list
 
 
 def send_started(runtime: Runtime, dag_id: str, started: Sequence[DagRunRecord]) -> None:
-    """Send the runs a dispatch started, oldest first; the first the broker refuses goes back to
-    queued and raises BrokerUnavailableError (the later ones, left running unsent, are resumed
-    by the reconciler). Their ``task-sent`` events go in one message."""
+    """Send the runs a dispatch started, oldest first, in one round trip to the broker (their
+    ``task-sent`` events in one message). A broker that cannot be reached puts them back to
+    queued for a later dispatch and raises BrokerUnavailableError."""
     if len(started) == 1:
         send_run(runtime, dag_id, started[0].run_id)
         return
-    with sending_together(runtime.app):
+    with sending_runs(runtime, [(dag_id, run.run_id) for run in started]):
         for run in started:
             send_run(runtime, dag_id, run.run_id)
+
+
+@contextlib.contextmanager
+def sending_runs(runtime: Runtime, runs: Sequence[tuple[str, str]]) -> Iterator[None]:
+    """A ``sending_together`` block for the canvases of ``runs`` (``(dag_id, run_id)``, started:
+    running). The broker lost as the block ends (or on the way) leaves unknown which of them
+    arrived: every one still running goes back to queued, so a later dispatch sends it again
+    (the copies that did arrive are harmless: task runs are claimed by their dedupe keys), and
+    BrokerUnavailableError is raised. A run whose requeue fails too (the store down as well)
+    stays running for the reconciler to resume."""
+    try:
+        with sending_together(runtime.app):
+            yield
+    except Exception as exc:
+        lost = exc if isinstance(exc, BrokerUnavailableError) else None
+        if lost is None and not is_broker_error(exc):
+            raise
+        for dag_id, run_id in runs:
+            with contextlib.suppress(BeatflowError):
+                runtime.store.transition_dag_run(
+                    dag_id, run_id, to=DagRunState.QUEUED, from_states={DagRunState.RUNNING}
+                )
+        if lost is not None:
+            raise
+        cause = f"{type(exc).__name__}: {exc}".splitlines()[0][:300]
+        log.warning(
+            "broker unreachable, %d DAG run(s) not sent (%s); back to queued", len(runs), cause
+        )
+        dag_id, run_id = runs[0]
+        raise BrokerUnavailableError(dag_id, run_id, cause) from exc
 
 
 def send_run(runtime: Runtime, dag_id: str, run_id: str) -> None:

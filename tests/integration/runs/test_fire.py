@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import base64
 import json
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -19,7 +20,9 @@ from beatflow.dag.model import DAG
 from beatflow.runs.fire import create_scheduled_run, fire_batch, scheduled_run_id
 from beatflow.runtime import runtime_of
 from beatflow.states import DagRunState
+from tests import services
 from tests.events import captured_events
+from tests.integration.runs.conftest import make_app
 from tests.procs import wait_for
 
 TICK = datetime(2026, 5, 1, 6, tzinfo=UTC)
@@ -162,3 +165,84 @@ def test_a_batchs_runs_send_their_task_sent_events_in_one_message(
     assert len(sent_events) == len(tasks)
     assert all(e["hostname"] and e["queue"] == queue and e["clock"] for e in sent_events)
     assert [len(m) for m in captured.messages_carrying(tasks)] == [len(tasks)]  # one message
+
+
+@pytest.fixture
+def own_broker_app(
+    request: pytest.FixtureRequest,
+    own_redis: services.OwnedRedis,
+    redis_url: str,
+    postgres_url: str,
+    queue: str,
+) -> Iterator[Celery]:
+    """An app whose broker is a Redis server of the test's own (its result backend, where a
+    chord counts its parts, another), warmed by a first send (so its producer has connected):
+    to the queue, so that it is declared, unless the test is parametrised with False."""
+    made = make_app(own_redis.url, postgres_url, queue, BEATFLOW_RESULT_BACKEND_URL=redis_url)
+    declared = getattr(request, "param", True)
+    made.send_task("warm.up", queue=queue if declared else f"{queue}-other", ignore_result=True)
+    yield made
+    made.close()
+
+
+def test_a_fire_batch_reaches_the_broker_in_one_round_trip(
+    own_broker_app: Celery,
+    own_redis: services.OwnedRedis,
+    queue: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # ten runs, each a chord's three header messages, and their task-sent events: before, one
+    # LPUSH awaited after another (31 writes to the broker, each waiting for its answer); now
+    # one pipeline. Counted where redis-py writes to a socket of the broker's.
+    writes: list[int] = []
+    write = redis.connection.AbstractConnection.send_packed_command
+
+    def counted(conn: Any, command: Any, check_health: bool = True) -> None:
+        if getattr(conn, "port", None) == own_redis.port:
+            writes.append(len(command) if isinstance(command, list) else 1)
+        write(conn, command, check_health)
+
+    monkeypatch.setattr(redis.connection.AbstractConnection, "send_packed_command", counted)
+    ticks = [TICK + timedelta(hours=h) for h in range(10)]
+    fires = [fire("t_chain", t) for t in ticks]
+    assert fire_batch(FireTask(own_broker_app), fires, 1) == 1  # type: ignore[arg-type]
+    monkeypatch.undo()
+    assert sent(own_redis.url, queue, "t_chain") == sorted(scheduled_run_id(t) for t in ticks)
+    assert len(writes) == 1, f"{len(writes)} writes to the broker for one fire batch"
+
+
+@pytest.mark.parametrize(
+    "own_broker_app", [True, False], indirect=True, ids=["queue-declared", "queue-new"]
+)
+def test_a_broker_lost_while_a_fire_batch_is_sent_leaves_its_runs_queued_and_retries_it(
+    own_broker_app: Celery, own_redis: services.OwnedRedis, queue: str
+) -> None:
+    # the producer connected, then the broker dies. Queue declared: the batch's messages are
+    # buffered and its one send fails, so which of them arrived is unknown; queue new: the
+    # first send's declaration fails. Either way every run goes back to queued and the fire is
+    # retried whole (before: a failed declaration left the runs to the reconciler); once the
+    # broker is back the retry sends each run once
+    store = runtime_of(own_broker_app).store
+    ticks = [TICK + timedelta(hours=h) for h in range(3)]
+    fires = [fire("t_chain", t) for t in ticks]
+    own_redis.kill()
+    with pytest.raises(Retried) as retried:
+        fire_batch(FireTask(own_broker_app), fires, 1)  # type: ignore[arg-type]
+    assert retried.value.retry_args == [fires, 1]
+    assert {store.get_dag_run("t_chain", scheduled_run_id(t)).state for t in ticks} == {  # type: ignore[union-attr]
+        DagRunState.QUEUED
+    }
+    own_redis.start()
+    assert fire_batch(FireTask(own_broker_app), retried.value.retry_args[0], 1) == 1  # type: ignore[arg-type]
+    assert {store.get_dag_run("t_chain", scheduled_run_id(t)).state for t in ticks} == {  # type: ignore[union-attr]
+        DagRunState.RUNNING
+    }
+    assert sent(own_redis.url, queue, "t_chain") == sorted(scheduled_run_id(t) for t in ticks)
+    tasks: dict[str, list[str]] = {}  # each run's messages, by task name
+    for raw in redis.Redis.from_url(own_redis.url).lrange(queue, 0, -1):
+        message = json.loads(raw)
+        if not message["headers"]["task"].startswith("t_chain."):
+            continue
+        args, _kwargs, _embed = json.loads(base64.b64decode(message["body"]))
+        tasks.setdefault(args[0], []).append(message["headers"]["task"])
+    assert all(len(names) == len(set(names)) for names in tasks.values()), tasks  # once each
