@@ -141,11 +141,11 @@ def _dispatch(runtime: Runtime, dag_id: str, *, if_queued: bool = False) -> list
 
 
 def send_started(runtime: Runtime, dag_id: str, started: Sequence[DagRunRecord]) -> None:
-    """Send the runs a dispatch started, oldest first, in one round trip to the broker (their
-    ``task-sent`` events in one message). A broker that cannot be reached puts them back to
-    queued for a later dispatch and raises BrokerUnavailableError."""
-    if len(started) == 1:
-        send_run(runtime, dag_id, started[0].run_id)
+    """Send the runs a dispatch started, oldest first, in one round trip to the broker, with
+    their ``task-sent`` events in one message (one run's message and event, too). A broker
+    that cannot be reached puts them back to queued for a later dispatch and raises
+    BrokerUnavailableError."""
+    if not started:
         return
     with sending_runs(runtime, [(dag_id, run.run_id) for run in started]):
         for run in started:

@@ -6,6 +6,7 @@ The fire task's body is called in process with a stand-in for the Celery task.""
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -17,6 +18,7 @@ import redis
 from celery import Celery
 
 from beatflow.dag.model import DAG
+from beatflow.runs import trigger_dag
 from beatflow.runs.fire import create_scheduled_run, fire_batch, scheduled_run_id
 from beatflow.runtime import runtime_of
 from beatflow.states import DagRunState
@@ -185,30 +187,45 @@ def own_broker_app(
     made.close()
 
 
-def test_a_fire_batch_reaches_the_broker_in_one_round_trip(
-    own_broker_app: Celery,
-    own_redis: services.OwnedRedis,
-    queue: str,
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    # ten runs, each a chord's three header messages, and their task-sent events: before, one
-    # LPUSH awaited after another (31 writes to the broker, each waiting for its answer); now
-    # one pipeline. Counted where redis-py writes to a socket of the broker's.
+@contextlib.contextmanager
+def broker_writes(port: int) -> Iterator[list[int]]:
+    """The writes redis-py makes to the sockets of the Redis on ``port`` in the block (a
+    pipeline is one write), as the number of commands each carried."""
     writes: list[int] = []
     write = redis.connection.AbstractConnection.send_packed_command
 
     def counted(conn: Any, command: Any, check_health: bool = True) -> None:
-        if getattr(conn, "port", None) == own_redis.port:
+        if getattr(conn, "port", None) == port:
             writes.append(len(command) if isinstance(command, list) else 1)
         write(conn, command, check_health)
 
-    monkeypatch.setattr(redis.connection.AbstractConnection, "send_packed_command", counted)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(redis.connection.AbstractConnection, "send_packed_command", counted)
+        yield writes
+
+
+def test_a_fire_batch_reaches_the_broker_in_one_round_trip(
+    own_broker_app: Celery, own_redis: services.OwnedRedis, queue: str
+) -> None:
+    # ten runs, each a chord's three header messages, and their task-sent events: before, one
+    # LPUSH awaited after another (31 writes to the broker, each waiting for its answer); now
+    # one pipeline
     ticks = [TICK + timedelta(hours=h) for h in range(10)]
     fires = [fire("t_chain", t) for t in ticks]
-    assert fire_batch(FireTask(own_broker_app), fires, 1) == 1  # type: ignore[arg-type]
-    monkeypatch.undo()
+    with broker_writes(own_redis.port) as writes:
+        assert fire_batch(FireTask(own_broker_app), fires, 1) == 1  # type: ignore[arg-type]
     assert sent(own_redis.url, queue, "t_chain") == sorted(scheduled_run_id(t) for t in ticks)
     assert len(writes) == 1, f"{len(writes)} writes to the broker for one fire batch"
+
+
+def test_a_triggered_run_reaches_the_broker_in_one_round_trip(
+    own_broker_app: Celery, own_redis: services.OwnedRedis, queue: str
+) -> None:
+    # a chord's three header messages and their task-sent events: before, six writes
+    with broker_writes(own_redis.port) as writes:
+        run = trigger_dag(own_broker_app, "t_chain")
+    assert sent(own_redis.url, queue, "t_chain") == [run.run_id]
+    assert len(writes) == 1, f"{len(writes)} writes to the broker for one trigger"
 
 
 @pytest.mark.parametrize(
