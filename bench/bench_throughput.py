@@ -5,8 +5,9 @@ the results DB pays per task run (PostgreSQL's own counters) next to a bare inse
     .venv/bin/python bench/bench_throughput.py [--rounds 3] [--redis redis://127.0.0.1:6408]
         [--pg postgresql://postgres@127.0.0.1:5432] [--db bench_speed] [--map-width 10000]
 
-Both workers: prefork -c 2, acks_late, prefetch 1, -E. The raw app is bench/raw_app.py (no
-beatflow code); beatflow's results DB is PostgreSQL with dedupe keys. Rows run interleaved
+Both workers: prefork -c 2, acks_late, prefetch 1, -E, the same -l (--loglevel, info by
+default). The raw app is bench/raw_app.py (no beatflow code); beatflow's results DB is
+PostgreSQL with dedupe keys. Rows run interleaved
 (raw, beatflow, raw, ...; the first side alternates by round); medians are printed with the
 ratio beatflow / raw. The 10-task chain takes 10 samples a side in each round (in turns), the
 other rows one. The DB counters are read in round 1 around each bulk row, after waiting
@@ -428,6 +429,11 @@ def main() -> None:
     parser.add_argument("--only", default="", help="comma-separated row numbers (1-based)")
     parser.add_argument("--no-counters", action="store_true")
     parser.add_argument(
+        "--loglevel",
+        default="info",
+        help="both workers' -l (info: as beatflow's compose file and chart run workers)",
+    )
+    parser.add_argument(
         "--history", type=int, default=100_000, help="old task runs to start from (then ANALYZE)"
     )
     args = parser.parse_args()
@@ -465,7 +471,9 @@ def main() -> None:
     import raw_app
 
     app = create_app(settings)
-    worker = procs.celery_worker(tmp, env, queues=settings.default_queue, concurrency=2)
+    worker = procs.celery_worker(
+        tmp, env, queues=settings.default_queue, concurrency=2, extra_args=("-l", args.loglevel)
+    )
     raw_worker = procs.Proc(
         [
             sys.executable,
@@ -486,7 +494,7 @@ def main() -> None:
             "--without-mingle",
             "--without-gossip",
             "-l",
-            "warning",
+            args.loglevel,
         ],
         {**os.environ, "PYTHONPATH": str(ROOT / "bench"), "RAW_BROKER_URL": raw_redis},
         tmp / "raw-worker.log",
