@@ -5,10 +5,10 @@ the results DB pays per task run (PostgreSQL's own counters) next to a bare inse
     .venv/bin/python bench/bench_throughput.py [--rounds 3] [--redis redis://127.0.0.1:6408]
         [--pg postgresql://postgres@127.0.0.1:5432] [--db bench_speed] [--map-width 10000]
 
-Both workers: prefork -c 2, acks_late, prefetch 1, -E, the same -l (--loglevel, info by
-default). The raw app is bench/raw_app.py (no beatflow code); beatflow's results DB is
-PostgreSQL with dedupe keys. Rows run interleaved
-(raw, beatflow, raw, ...; the first side alternates by round); medians are printed with the
+Both workers: prefork -c 2 (--concurrency), acks_late, prefetch 1, -E, the same -l
+(--loglevel, info by default). The raw app is bench/raw_app.py (no beatflow code); beatflow's
+results DB is PostgreSQL with dedupe keys. Rows run interleaved (raw, beatflow, raw, ...; the
+first side alternates by round); medians are printed with the
 ratio beatflow / raw. The 10-task chain takes 10 samples a side in each round (in turns), the
 other rows one. The DB counters are read in round 1 around each bulk row, after waiting
 for every backend to flush its statistics (PostgreSQL flushes an idle backend's within ~10 s).
@@ -429,6 +429,9 @@ def main() -> None:
     parser.add_argument("--only", default="", help="comma-separated row numbers (1-based)")
     parser.add_argument("--no-counters", action="store_true")
     parser.add_argument(
+        "--concurrency", type=int, default=2, help="both workers' prefork -c (2 by default)"
+    )
+    parser.add_argument(
         "--loglevel",
         default="info",
         help="both workers' -l (info: as beatflow's compose file and chart run workers)",
@@ -472,7 +475,11 @@ def main() -> None:
 
     app = create_app(settings)
     worker = procs.celery_worker(
-        tmp, env, queues=settings.default_queue, concurrency=2, extra_args=("-l", args.loglevel)
+        tmp,
+        env,
+        queues=settings.default_queue,
+        concurrency=args.concurrency,
+        extra_args=("-l", args.loglevel),
     )
     raw_worker = procs.Proc(
         [
@@ -486,7 +493,7 @@ def main() -> None:
             "-P",
             "prefork",
             "-c",
-            "2",
+            str(args.concurrency),
             "-Q",
             "raw",
             "-n",
