@@ -115,7 +115,7 @@ def redis_client(
     }
     if ep.sentinel:
         tls = {"ssl": True, **ep.tls} if ep.tls else {}
-        sentinel = Sentinel(  # type: ignore[no-untyped-call]
+        sentinel = Sentinel(
             list(ep.hosts),
             sentinel_kwargs={
                 "password": ep.sentinel_password,
@@ -125,7 +125,7 @@ def redis_client(
             **common,
             **tls,
         )
-        master: redis.Redis = sentinel.master_for(  # type: ignore[no-untyped-call]
+        master: redis.Redis = sentinel.master_for(
             ep.master_name,
             db=ep.db,
             username=ep.username,

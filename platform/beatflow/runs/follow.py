@@ -40,7 +40,7 @@ class _Wakeups:
         if client is None:
             return
         try:
-            self.pubsub = client.pubsub(ignore_subscribe_messages=True)  # type: ignore[no-untyped-call]
+            self.pubsub = client.pubsub(ignore_subscribe_messages=True)
             self.pubsub.subscribe(announce.channel(dag_id, run_id))
         except (redis.RedisError, OSError) as exc:
             log.warning("cannot subscribe to the run's events (%s); polling instead", exc)

@@ -128,7 +128,7 @@ class PeriodicTasks(RedBeatScheduler):  # type: ignore[misc]
                 log.exception("beat: beat_schedule entry %r is invalid; skipped", name)
         with self.client.pipeline(transaction=True) as pipe:
             try:
-                pipe.watch(keys.LOCK)  # type: ignore[no-untyped-call]
+                pipe.watch(keys.LOCK)
                 if pipe.get(keys.LOCK) != token:
                     return
                 previous = {str(m) for m in pipe.smembers(keys.STATICS)}

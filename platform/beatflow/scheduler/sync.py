@@ -83,7 +83,7 @@ def write_entries(
     score = now.timestamp()
     with client.pipeline(transaction=True) as pipe:
         try:
-            pipe.watch(keys.LOCK)  # type: ignore[no-untyped-call]
+            pipe.watch(keys.LOCK)
             if pipe.get(keys.LOCK) != token:
                 return SyncResult(0, 0, unchanged, False)
             pipe.multi()
