@@ -8,10 +8,10 @@ the results DB pays per task run (PostgreSQL's own counters) next to a bare inse
 Both workers: prefork -c 2 (--concurrency), acks_late, prefetch 1, -E, the same -l
 (--loglevel, info by default). The raw app is bench/raw_app.py (no beatflow code); beatflow's
 results DB is PostgreSQL with dedupe keys. Rows run interleaved (raw, beatflow, raw, ...; the
-first side alternates by round); medians are printed with the
-ratio beatflow / raw. The 10-task chain takes 10 samples a side in each round (in turns), the
-other rows one. The DB counters are read in round 1 around each bulk row, after waiting
-for every backend to flush its statistics (PostgreSQL flushes an idle backend's within ~10 s).
+first side alternates by round); medians are printed with the ratio beatflow / raw. The 10-task
+chain takes 10 samples a side in each round (in turns), the other rows one. The DB counters
+are read in round 1 around each bulk row, after waiting for every backend to flush its
+statistics (PostgreSQL flushes an idle backend's within ~10 s).
 """
 
 from __future__ import annotations
