@@ -7,7 +7,7 @@ import enum
 import functools
 import os
 import weakref
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC
@@ -25,6 +25,7 @@ from beatflow.store.engine import (
     finite_seconds,
     translate_errors,
 )
+from beatflow.store.models import dag_runs
 from beatflow.store.records import DagRunRecord, DeadLetterRecord, TaskRunRecord
 
 if TYPE_CHECKING:
@@ -74,6 +75,30 @@ class StoreBase:
         if self.dialect == "postgresql":
             return postgresql.insert(table)
         return sqlite.insert(table)
+
+    def _runs_by_key(
+        self, columns: Sequence[sa.ColumnElement[Any]], keys: Collection[tuple[str, str]]
+    ) -> sa.Select[Any]:
+        """``columns`` of the DAG runs of ``keys`` ((dag_id, run_id) pairs), one probe of the
+        unique (dag_id, run_id) index per key. On PostgreSQL the keys are a join with two
+        arrays: written as ``(dag_id, run_id) IN (...)``, the planner takes out a run id the
+        keys share (every fire of one tick has the same) and probes each DAG by ``dag_id``
+        alone, reading every run the DAG ever had."""
+        if self.dialect != "postgresql":
+            pair = sa.tuple_(dag_runs.c.dag_id, dag_runs.c.run_id)
+            return sa.select(*columns).where(pair.in_(sorted(keys)))
+        ordered = sorted(keys)
+        text_array = postgresql.ARRAY(sa.String())
+        wanted = (
+            sa.func.unnest(
+                sa.bindparam("p_key_dags", [d for d, _ in ordered], type_=text_array),
+                sa.bindparam("p_key_runs", [r for _, r in ordered], type_=text_array),
+            )
+            .table_valued("dag_id", "run_id")
+            .render_derived(name="wanted")
+        )
+        on = sa.and_(dag_runs.c.dag_id == wanted.c.dag_id, dag_runs.c.run_id == wanted.c.run_id)
+        return sa.select(*columns).select_from(dag_runs.join(wanted, on))
 
     def check_result(self, dedupe_key: str, result: Any) -> None:
         """Raise ResultError unless ``result`` is JSON-serialisable within result_max_bytes."""

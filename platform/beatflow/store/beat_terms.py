@@ -108,7 +108,6 @@ class BeatTermsMixin(StoreBase):
         now = utcnow()
         unique = {(d.dag_id, d.run_id): d for d in drafts}
         rows = [_scheduled_values(d, epoch, now) for d in unique.values()]
-        pair = sa.tuple_(dag_runs.c.dag_id, dag_runs.c.run_id)
         # many parameter sets to one statement: SQLAlchemy compiles it once (its cache) and
         # batches the sets into multi-row INSERTs itself ("insertmanyvalues"), where
         # .values(rows) compiled a new statement (a bind parameter per value) on every call
@@ -122,7 +121,7 @@ class BeatTermsMixin(StoreBase):
         others = sorted(key for key in unique if key not in made)
         found: dict[tuple[str, str], DagRunRecord] = {}
         if others:
-            rows_found = conn.execute(sa.select(dag_runs).where(pair.in_(others))).mappings()
+            rows_found = conn.execute(self._runs_by_key(list(dag_runs.c), others)).mappings()
             found = {(r.dag_id, r.run_id): r for r in map(dag_run_record, rows_found)}
         out: list[tuple[DagRunRecord, bool]] = []
         seen: set[tuple[str, str]] = set()

@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
 
 import psycopg
 import pytest
 import sqlalchemy as sa
 
 from beatflow.store import Store
+from beatflow.store.records import ScheduledRunDraft
 
 OTHER_RUNNING = 400  # running runs of another DAG: a dispatch of "mine" must not walk them
 MINE_RUNNING = 2000  # and of its own DAG, under a limit in the thousands: nor these
@@ -223,3 +225,57 @@ def test_on_sqlite_a_close_does_not_walk_other_dags_queued_runs(sqlite_url: str)
     # a few steps per entry read: walking the 1,000 others would cost thousands more
     assert busy < alone + 200, (alone, busy)
     assert dispatch_busy < dispatch_alone + 200, (dispatch_alone, dispatch_busy)
+
+
+TICK_DAGS = 20  # DAGs due on one tick, as one fire batch holds them
+TICK_HISTORY = 1000  # earlier runs of each: a minutely DAG's last 17 hours
+
+
+def _tick_with_history(dsn: str) -> list[tuple[str, str]]:
+    """``TICK_DAGS`` DAGs, each with ``TICK_HISTORY`` finished runs and the run of tick "t9"
+    (every DAG's run of one tick has the same run id), made after the last ANALYZE: statistics
+    that call each DAG rare, as a deployment's are for DAGs that grew since autovacuum looked
+    (and as the bench's were)."""
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(
+            "INSERT INTO dag_runs (dag_id, run_id, trigger, conf, state, queued_at, logical_date) "
+            "SELECT 'tick' || (i %% %s), CASE WHEN i < %s THEN 't9' ELSE 'h' || i END, "
+            "'scheduled', '{}', CASE WHEN i < %s THEN 'queued' ELSE 'success' END, now(), "
+            "now() - i * interval '1 minute' FROM generate_series(0, %s) i",
+            (TICK_DAGS, TICK_DAGS, TICK_DAGS, TICK_DAGS * (TICK_HISTORY + 1) - 1),
+        )
+    return [(f"tick{n}", "t9") for n in range(TICK_DAGS)]
+
+
+@pytest.mark.parametrize("lookup", ["existing runs", "creating them again"])
+def test_looking_up_one_ticks_runs_reads_their_own_entries_not_each_dags_history(
+    pg: tuple[Store, str], lookup: str
+) -> None:
+    """A fire batch looks up the runs of one tick of many DAGs (``existing_dag_runs``), and
+    creating runs that exist reads them back. Written as ``(dag_id, run_id) IN (...)``, the
+    planner took the run id the keys share out of the list and read every run each DAG ever
+    had through ``(dag_id, id)``: 1,000 entries a DAG here, a minutely DAG's whole history in a
+    deployment, on every fire."""
+    store, dsn = pg
+    keys = _tick_with_history(dsn)
+    wanted = {*keys, ("tick0", "t8"), ("nobody", "t9")}
+
+    def look() -> object:
+        if lookup == "existing runs":
+            return store.existing_dag_runs(wanted)
+        drafts = [
+            ScheduledRunDraft(d, r, datetime(2030, 1, 1, tzinfo=UTC), "scheduled", {})
+            for d, r in keys
+        ]
+        return {(run.dag_id, run.run_id) for run, created in store.create_dag_runs(drafts)}
+
+    assert look() == set(keys)  # warm: the statement compiled, the connection made
+    _flush(store)
+    before, seq_before = _index_reads(dsn, "dag_runs")
+    assert look() == set(keys)
+    _flush(store)
+    after, seq_after = _index_reads(dsn, "dag_runs")
+    read = _delta(before, after)
+    assert seq_after == seq_before, "the lookup scanned dag_runs sequentially"
+    # one probe of the unique index per key (and per conflicting insert): not 20,000
+    assert sum(read.values()) <= 3 * len(wanted), read
