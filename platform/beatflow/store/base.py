@@ -25,7 +25,6 @@ from beatflow.store.engine import (
     finite_seconds,
     translate_errors,
 )
-from beatflow.store.models import dag_runs
 from beatflow.store.records import DagRunRecord, DeadLetterRecord, TaskRunRecord
 
 if TYPE_CHECKING:
@@ -76,18 +75,18 @@ class StoreBase:
             return postgresql.insert(table)
         return sqlite.insert(table)
 
-    def _runs_by_key(
-        self, columns: Sequence[sa.ColumnElement[Any]], keys: Collection[tuple[str, str]]
-    ) -> sa.Select[Any]:
-        """``columns`` of the DAG runs of ``keys`` ((dag_id, run_id) pairs), one probe of the
-        unique (dag_id, run_id) index per key. On PostgreSQL the keys are a join with two
-        arrays: written as ``(dag_id, run_id) IN (...)``, the planner takes out a run id the
-        keys share (every fire of one tick has the same) and probes each DAG by ``dag_id``
-        alone, reading every run the DAG ever had."""
-        if self.dialect != "postgresql":
-            pair = sa.tuple_(dag_runs.c.dag_id, dag_runs.c.run_id)
-            return sa.select(*columns).where(pair.in_(sorted(keys)))
+    def _of_runs(
+        self, table: sa.Table, keys: Collection[tuple[str, str]]
+    ) -> sa.ColumnElement[bool]:
+        """The rows of ``table`` that belong to the DAG runs of ``keys`` ((dag_id, run_id)
+        pairs), as a WHERE criterion that probes the table's (dag_id, run_id) index once per
+        key. On PostgreSQL the keys are a join with two arrays (a DELETE's ``USING``): written
+        as ``(dag_id, run_id) IN (...)``, the planner takes out a run id the keys share (every
+        fire of one tick has the same) and probes each DAG by ``dag_id`` alone, reading every
+        run the DAG ever had."""
         ordered = sorted(keys)
+        if self.dialect != "postgresql":
+            return sa.tuple_(table.c.dag_id, table.c.run_id).in_(ordered)
         text_array = postgresql.ARRAY(sa.String())
         wanted = (
             sa.func.unnest(
@@ -97,8 +96,7 @@ class StoreBase:
             .table_valued("dag_id", "run_id")
             .render_derived(name="wanted")
         )
-        on = sa.and_(dag_runs.c.dag_id == wanted.c.dag_id, dag_runs.c.run_id == wanted.c.run_id)
-        return sa.select(*columns).select_from(dag_runs.join(wanted, on))
+        return sa.and_(table.c.dag_id == wanted.c.dag_id, table.c.run_id == wanted.c.run_id)
 
     def check_result(self, dedupe_key: str, result: Any) -> None:
         """Raise ResultError unless ``result`` is JSON-serialisable within result_max_bytes."""

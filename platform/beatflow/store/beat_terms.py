@@ -121,7 +121,8 @@ class BeatTermsMixin(StoreBase):
         others = sorted(key for key in unique if key not in made)
         found: dict[tuple[str, str], DagRunRecord] = {}
         if others:
-            rows_found = conn.execute(self._runs_by_key(list(dag_runs.c), others)).mappings()
+            query = sa.select(dag_runs).where(self._of_runs(dag_runs, others))
+            rows_found = conn.execute(query).mappings()
             found = {(r.dag_id, r.run_id): r for r in map(dag_run_record, rows_found)}
         out: list[tuple[DagRunRecord, bool]] = []
         seen: set[tuple[str, str]] = set()

@@ -127,6 +127,6 @@ class DispatchMixin(StoreBase):
         """Which of ``keys`` ((dag_id, run_id) pairs) have a DAG run, in one indexed read."""
         if not keys:
             return set()
-        query = self._runs_by_key([dag_runs.c.dag_id, dag_runs.c.run_id], keys)
+        query = sa.select(dag_runs.c.dag_id, dag_runs.c.run_id).where(self._of_runs(dag_runs, keys))
         with self._read(f"looking up {len(keys)} DAG run(s)") as conn:
             return {(dag_id, run_id) for dag_id, run_id in conn.execute(query)}
