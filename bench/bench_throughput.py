@@ -463,7 +463,9 @@ def main() -> None:
         "BEATFLOW_DATABASE_URL": dsn.replace("postgresql://", "postgresql+psycopg://")
         + os.environ.get("BENCH_DB_QUERY", ""),
         "BEATFLOW_DAGS_FOLDER": str(dags),
-        "BEATFLOW_LOG_LEVEL": "WARNING",
+        # beatflow's worker takes its level from here (its setup_logging hook, not -l): the
+        # same level as the raw worker's -l, or beatflow would skip the per-task lines raw pays
+        "BEATFLOW_LOG_LEVEL": args.loglevel.upper(),
         "BEATFLOW_TASK_SOFT_TIME_LIMIT": "1200",
         "BEATFLOW_TASK_TIME_LIMIT": "1300",
     }
