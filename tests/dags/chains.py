@@ -1,6 +1,10 @@
 """Test DAGs: data passing along a chain, into a fan-in, through a mapping; order-only edges."""
 
+import logging
+
 from beatflow import DAG, task
+
+log = logging.getLogger("chains")
 
 
 @task
@@ -30,6 +34,7 @@ def right() -> str:
 
 @task
 def join(a: str, b: str, c: int) -> str:
+    log.info("joining %s, %s and %d", a, b, c)
     return f"{a}{b}{c}"
 
 

@@ -786,7 +786,7 @@ def _execute(attempt: Attempt, rows: list[TaskRunRecord]) -> dict[str, Any] | No
     ctx_token = _context.set(ctx)
     try:
         with correlation(try_number=a.try_number, dedupe_key=a.key):
-            log.info(
+            log.debug(
                 "task run %s started (try %d of %d)", a.key, a.try_number, spec.retry.retries + 1
             )
             try:
@@ -802,7 +802,7 @@ def _execute(attempt: Attempt, rows: list[TaskRunRecord]) -> dict[str, Any] | No
             except ResultError as exc:
                 a.fail(str(exc), traceback.format_exc(), exc=exc)
                 return None
-            log.info("task run %s succeeded in %.3fs", a.key, time.perf_counter() - started)
+            log.debug("task run %s succeeded in %.3fs", a.key, time.perf_counter() - started)
             return events.outcome(TaskRunState.SUCCESS)
     finally:
         _context.reset(ctx_token)
