@@ -14,9 +14,9 @@ pytestmark = pytest.mark.slow
 
 FAST_REDELIVERY = {
     # Small on purpose: Redis gives an unacked message back only after the visibility timeout.
-    "BEATFLOW_VISIBILITY_TIMEOUT": "12",
-    "BEATFLOW_TASK_SOFT_TIME_LIMIT": "9",
-    "BEATFLOW_TASK_TIME_LIMIT": "10",
+    "BEATFLOW_VISIBILITY_TIMEOUT": "7",
+    "BEATFLOW_TASK_SOFT_TIME_LIMIT": "5",
+    "BEATFLOW_TASK_TIME_LIMIT": "6",
     "BEATFLOW_LEASE_SECONDS": "3",
     "BEATFLOW_UNACKED_RESTORE_INTERVAL": "1",
 }
