@@ -80,10 +80,9 @@ class StoreBase:
     ) -> sa.ColumnElement[bool]:
         """The rows of ``table`` that belong to the DAG runs of ``keys`` ((dag_id, run_id)
         pairs), as a WHERE criterion that probes the table's (dag_id, run_id) index once per
-        key. On PostgreSQL the keys are a join with two arrays (a DELETE's ``USING``): written
-        as ``(dag_id, run_id) IN (...)``, the planner takes out a run id the keys share (every
-        fire of one tick has the same) and probes each DAG by ``dag_id`` alone, reading every
-        run the DAG ever had."""
+        key. On PostgreSQL the keys are a join with two arrays: written as ``(dag_id, run_id) IN
+        (...)``, the planner takes out a run id the keys share (every fire of one tick has the
+        same) and probes each DAG by ``dag_id`` alone, reading every run the DAG ever had."""
         ordered = sorted(keys)
         if self.dialect != "postgresql":
             return sa.tuple_(table.c.dag_id, table.c.run_id).in_(ordered)

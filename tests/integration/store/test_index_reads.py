@@ -267,7 +267,7 @@ def test_looking_up_one_ticks_runs_reads_their_own_entries_not_each_dags_history
             ScheduledRunDraft(d, r, datetime(2030, 1, 1, tzinfo=UTC), "scheduled", {})
             for d, r in keys
         ]
-        return {(run.dag_id, run.run_id) for run, created in store.create_dag_runs(drafts)}
+        return {(run.dag_id, run.run_id) for run, _ in store.create_dag_runs(drafts)}
 
     assert look() == set(keys)  # warm: the statement compiled, the connection made
     _flush(store)
