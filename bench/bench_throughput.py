@@ -12,6 +12,12 @@ first side alternates by round); medians are printed with the ratio beatflow / r
 chain takes 10 samples a side in each round (in turns), the other rows one. The DB counters
 are read in round 1 around each bulk row, after waiting for every backend to flush its
 statistics (PostgreSQL flushes an idle backend's within ~10 s).
+
+A third side, "raw + 2 commits", runs the chain and bulk rows on the same stock app with
+``raw.durable`` (bench/raw_app.py): the no-op plus a claim INSERT and a finish UPDATE committed
+one by one with bare psycopg (its own database, so beatflow's counters stay its own). It is the
+least an exactly-once scheme pays on this machine; beatflow / that side is beatflow's own
+overhead above durability (``--no-floor`` leaves it out).
 """
 
 from __future__ import annotations
@@ -50,6 +56,7 @@ from tests import procs  # noqa: E402
 FINAL = ("success", "failed", "cancelled")
 STAT_FLUSH_WAIT = 11.0  # PostgreSQL 15 flushes an idle backend's statistics after 10 s
 CHAIN_SAMPLES = 10  # one chain is ~50 ms: a single sample per round is mostly noise
+DURABLE = "raw.durable"  # raw_app's no-op with a durable claim and finish
 
 BENCH_DAGS = """
 from beatflow import DAG, task
@@ -278,8 +285,8 @@ class Bench:
     tick: datetime = field(default_factory=lambda: datetime(2030, 1, 1, tzinfo=UTC))
 
     # raw Celery ---------------------------------------------------------------
-    def raw_chain(self, n: int) -> None:
-        noop = self.raw.tasks["raw.noop"]
+    def raw_chain(self, n: int, task: str = "raw.noop") -> None:
+        noop = self.raw.tasks[task]
         chain(*[noop.si() for _ in range(n)]).apply_async().get(timeout=120)
 
     def raw_fan(self, width: int) -> None:
@@ -288,18 +295,18 @@ class Bench:
             timeout=1200
         )
 
-    def raw_many_chains(self, runs: int, length: int) -> None:
-        noop = self.raw.tasks["raw.noop"]
+    def raw_many_chains(self, runs: int, length: int, task: str = "raw.noop") -> None:
+        noop = self.raw.tasks[task]
         results = [chain(*[noop.si() for _ in range(length)]).apply_async() for _ in range(runs)]
         for r in results:
             r.get(timeout=600)
 
-    def raw_send(self, n: int) -> list[Any]:
-        noop = self.raw.tasks["raw.noop"]
+    def raw_send(self, n: int, task: str = "raw.noop") -> list[Any]:
+        noop = self.raw.tasks[task]
         return [noop.apply_async() for _ in range(n)]
 
-    def raw_many(self, n: int) -> None:
-        for r in self.raw_send(n):
+    def raw_many(self, n: int, task: str = "raw.noop") -> None:
+        for r in self.raw_send(n, task):
             r.get(timeout=600)
 
     def raw_group(self, n: int) -> None:
@@ -347,8 +354,10 @@ class Row:
     task_runs: int = 0  # > 0: a bulk row, measured with the DB counters
     dag_runs: int = 0
     repeat: int = 1  # samples per side per round (raw, beatflow, raw, ... in turn)
+    floor: Callable[[], None] | None = None  # raw Celery with a durable claim and finish
     raw_times: list[float] = field(default_factory=list)
     bf_times: list[float] = field(default_factory=list)
+    floor_times: list[float] = field(default_factory=list)
     db: dict[str, float] | None = None
     cpu: dict[str, dict[str, float]] = field(default_factory=dict)  # side -> process -> s
 
@@ -380,6 +389,7 @@ def make_rows(
                 lambda: b.raw_chain(10),
                 lambda: b.bf_one("b_chain10"),
                 repeat=CHAIN_SAMPLES,
+                floor=lambda: b.raw_chain(10, DURABLE),
             ),
             Row("1 -> 100 -> 1", lambda: b.raw_fan(100), lambda: b.bf_one("b_fan100")),
             Row("1 -> 1,000 -> 1", lambda: b.raw_fan(1000), lambda: b.bf_one("b_fan1000")),
@@ -389,6 +399,7 @@ def make_rows(
                 lambda: b.bf_many("b_chain5", 200),
                 task_runs=1000,
                 dag_runs=200,
+                floor=lambda: b.raw_many_chains(200, 5, DURABLE),
             ),
             Row(
                 "500 one-task runs at once",
@@ -396,6 +407,7 @@ def make_rows(
                 lambda: b.bf_many("b_one", 500),
                 task_runs=500,
                 dag_runs=500,
+                floor=lambda: b.raw_many(500, DURABLE),
             ),
             Row("triggering alone (500 sends)", raw_send_500, bf_trigger_500),
             Row(
@@ -404,6 +416,7 @@ def make_rows(
                 b.bf_beat,
                 task_runs=b.beat_dags,
                 dag_runs=b.beat_dags,
+                floor=lambda: b.raw_many(b.beat_dags, DURABLE),
             ),
             Row(
                 f"{map_width:,}-wide .map() vs raw group",
@@ -428,6 +441,9 @@ def main() -> None:
     parser.add_argument("--beat-dags", type=int, default=1000)
     parser.add_argument("--only", default="", help="comma-separated row numbers (1-based)")
     parser.add_argument("--no-counters", action="store_true")
+    parser.add_argument(
+        "--no-floor", action="store_true", help="leave out the raw + 2 commits side"
+    )
     parser.add_argument(
         "--concurrency", type=int, default=2, help="both workers' prefork -c (2 by default)"
     )
@@ -454,6 +470,11 @@ def main() -> None:
     with psycopg.connect(f"{args.pg}/postgres", autocommit=True) as admin:
         admin.execute(f'DROP DATABASE IF EXISTS "{args.db}" WITH (FORCE)')
         admin.execute(f'CREATE DATABASE "{args.db}"')
+    floor_db = f"{args.db}_floor"
+    with psycopg.connect(f"{args.pg}/postgres", autocommit=True) as admin:
+        admin.execute(f'DROP DATABASE IF EXISTS "{floor_db}" WITH (FORCE)')
+        admin.execute(f'CREATE DATABASE "{floor_db}"')
+    floor_dsn = f"{args.pg}/{floor_db}"
     dsn = f"{args.pg}/{args.db}"
     bf_redis, raw_redis = f"{args.redis}/1", f"{args.redis}/2"
     for url in (bf_redis, raw_redis):
@@ -474,6 +495,9 @@ def main() -> None:
     seed_history(dsn, args.history)
     os.environ["RAW_BROKER_URL"] = raw_redis
     import raw_app
+
+    with psycopg.connect(floor_dsn, autocommit=True) as conn:
+        conn.execute(raw_app.FLOOR_TABLE)
 
     app = create_app(settings)
     worker = procs.celery_worker(
@@ -505,7 +529,12 @@ def main() -> None:
             "-l",
             args.loglevel,
         ],
-        {**os.environ, "PYTHONPATH": str(ROOT / "bench"), "RAW_BROKER_URL": raw_redis},
+        {
+            **os.environ,
+            "PYTHONPATH": str(ROOT / "bench"),
+            "RAW_BROKER_URL": raw_redis,
+            "RAW_FLOOR_DSN": floor_dsn,
+        },
         tmp / "raw-worker.log",
         name="raw",
     )
@@ -521,17 +550,24 @@ def main() -> None:
         rows, drained, pending = make_rows(b, args.map_width)
         only = {int(x) for x in args.only.split(",") if x}
         rows = [r for i, r in enumerate(rows, 1) if not only or i in only]
-        b.raw_chain(10)  # warm up both sides
+        if args.no_floor:
+            for r in rows:
+                r.floor = None
+        b.raw_chain(10)  # warm up every side
+        b.raw_chain(10, DURABLE)
         b.bf_one("b_chain10")
         print(f"machine: {os.cpu_count()} cores, load {os.getloadavg()}", flush=True)
         print(f"started {datetime.now(UTC):%Y-%m-%d %H:%M} UTC", flush=True)
         for rnd in range(args.rounds):
             for row in rows:
                 sides = [("raw", row.raw, row.raw_times), ("bf", row.beatflow, row.bf_times)]
+                if row.floor is not None:
+                    sides.insert(1, ("floor", row.floor, row.floor_times))
                 for sample in range(row.repeat):
-                    turn = sides if (rnd + sample) % 2 == 0 else sides[::-1]
+                    k = (rnd + sample) % len(sides)  # each side goes first in turn
+                    turn = sides[k:] + sides[:k]
                     for name, fn, out in turn:
-                        if row.task_runs and rnd == 0 and not args.no_counters:
+                        if row.task_runs and rnd == 0 and not args.no_counters and name != "floor":
                             out.append(metered(row, name, fn, cpus[name], meter))
                         else:
                             out.append(timed(fn))
@@ -539,9 +575,14 @@ def main() -> None:
                 raw_now = statistics.median(row.raw_times[-row.repeat :])
                 bf_now = statistics.median(row.bf_times[-row.repeat :])
                 each = f" (median of {row.repeat})" if row.repeat > 1 else ""
+                floor_now = (
+                    f" raw+2c {statistics.median(row.floor_times[-row.repeat :]):.3f}s"
+                    if row.floor_times
+                    else ""
+                )
                 print(
-                    f"round {rnd + 1} {row.label}: raw {raw_now:.3f}s beatflow {bf_now:.3f}s"
-                    + each,
+                    f"round {rnd + 1} {row.label}: raw {raw_now:.3f}s{floor_now} "
+                    f"beatflow {bf_now:.3f}s" + each,
                     flush=True,
                 )
         floor = None if args.no_counters else floor_cost(meter, 1000)
@@ -652,14 +693,26 @@ def fmt(seconds: float) -> str:
 
 def report(rows: list[Row], floor: dict[str, float] | None) -> None:
     print()
-    print(f"{'work':<44} {'raw Celery':>12} {'beatflow':>12} {'ratio':>7}  (medians)")
+    print(
+        f"{'work':<44} {'raw Celery':>12} {'beatflow':>12} {'ratio':>7} "
+        f"{'raw + 2 commits':>16} {'bf / it':>8}  (medians)"
+    )
     for row in rows:
         raw, bf = statistics.median(row.raw_times), statistics.median(row.bf_times)
-        print(f"{row.label:<44} {fmt(raw):>12} {fmt(bf):>12} {bf / raw:>6.2f}x")
+        line = f"{row.label:<44} {fmt(raw):>12} {fmt(bf):>12} {bf / raw:>6.2f}x"
+        if row.floor_times:
+            durable = statistics.median(row.floor_times)
+            line += f" {fmt(durable):>16} {bf / durable:>7.2f}x"
+        print(line)
     for row in rows:
         if row.task_runs:
             raw = row.task_runs / statistics.median(row.raw_times)
-            print(f"  {row.label}: task runs/s raw {raw:,.0f}, beatflow {bf_rate(row):,.0f}")
+            both = (
+                f", raw + 2 commits {row.task_runs / statistics.median(row.floor_times):,.0f}"
+                if row.floor_times
+                else ""
+            )
+            print(f"  {row.label}: task runs/s raw {raw:,.0f}{both}, beatflow {bf_rate(row):,.0f}")
     print()
     print("results DB per task run / per DAG run (pg_stat_database, round 1):")
     header = f"{'work':<44} {'xact/TR':>8} {'fetch/TR':>9} {'ret/TR':>8} {'upd/TR':>7} "
