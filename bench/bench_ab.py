@@ -2,17 +2,21 @@
 which is faster at a 10-task chain (trigger -> final) and at a burst of one-task runs.
 
     .venv/bin/python bench/bench_ab.py [--a HEAD] [--b .] [--chains 100] [--bursts 4]
-        [--burst 300] [--redis redis://127.0.0.1:6408] [--pg postgresql://postgres@127.0.0.1:5432]
+        [--burst 300] [--concurrency-a 2] [--concurrency-b 2]
+        [--redis redis://127.0.0.1:6408] [--pg postgresql://postgres@127.0.0.1:5432]
 
 ``--a``/``--b``: a git revision (checked out into a worktree of its own for the run), or ``.``
 for this checkout as it is (uncommitted changes included). The defaults compare the last commit
 with the working tree, and with nothing changed the run is an A/A: how far apart two identical
-sides come out here (it calibrates the rest). Worker A runs A's code on queue ``bench_ab_a``,
-worker B runs B's on ``bench_ab_b`` (prefork ``-c 2``, ``-l info``), both against one results
-DB and one Redis. The DAGs are the same twice, one copy per queue. Chains alternate one by one
-and bursts burst by burst, each side going first in turn; the client (trigger, follow) is this
-checkout's code. Both versions need the same migrations. The whole-row benchmarks against raw
-Celery are bench_throughput.py; this one only tells two versions of beatflow apart.
+sides come out here (it calibrates the rest). ``--concurrency-a``/``-b`` (prefork ``-c``, 2 by
+default) compare sizes instead: the same code at ``-c 2`` and ``-c 4``, say.
+
+Worker A runs A's code on queue ``bench_ab_a`` and worker B runs B's on ``bench_ab_b``
+(``-l info``), both against one results DB and one Redis. The DAGs are the same twice, one copy
+per queue. Chains alternate one by one and bursts burst by burst, each side going first in turn;
+the client (trigger, follow) is this checkout's code. Both versions need the same migrations.
+The whole-row benchmarks against raw Celery are bench_throughput.py; this one only tells two
+versions of beatflow apart.
 """
 
 from __future__ import annotations
@@ -102,6 +106,8 @@ def main() -> None:
     parser.add_argument("--chains", type=int, default=100, help="10-task chains per side")
     parser.add_argument("--bursts", type=int, default=4, help="bursts of one-task runs per side")
     parser.add_argument("--burst", type=int, default=300, help="one-task runs per burst")
+    parser.add_argument("--concurrency-a", type=int, default=2, help="worker A's prefork -c")
+    parser.add_argument("--concurrency-b", type=int, default=2, help="worker B's prefork -c")
     parser.add_argument("--redis", default="redis://127.0.0.1:6408")
     parser.add_argument("--pg", default="postgresql://postgres@127.0.0.1:5432")
     parser.add_argument("--db", default="bench_ab")
@@ -134,6 +140,7 @@ def main() -> None:
                 tmp,
                 {**env, "PYTHONPATH": str(trees[side] / "platform")},
                 queues=f"bench_ab_{side}",
+                concurrency=getattr(args, f"concurrency_{side}"),
                 name=f"ab_{side}",
             )
             for side in SIDES
@@ -150,7 +157,11 @@ def main() -> None:
 
 
 def run(app: object, dsn: str, args: argparse.Namespace, trees: dict[str, Path]) -> None:
-    print(f"A = {args.a} ({trees['a']}), B = {args.b} ({trees['b']})", flush=True)
+    print(
+        f"A = {args.a} ({trees['a']}, -c {args.concurrency_a}), "
+        f"B = {args.b} ({trees['b']}, -c {args.concurrency_b})",
+        flush=True,
+    )
     for side in SIDES:  # warm up: connections, prepared statements
         for _ in range(5):
             follow_run(app, f"ab_chain_{side}", trigger_dag(app, f"ab_chain_{side}").run_id)
