@@ -31,11 +31,12 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-import psycopg
 import redis
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT / "platform"), str(ROOT)]
+
+from bench_throughput import PgMeter, fresh_database, wait_all_final  # noqa: E402
 
 from beatflow.app import create_app  # noqa: E402
 from beatflow.runs import follow_run, trigger_dag  # noqa: E402
@@ -83,22 +84,6 @@ def migrations(tree: Path) -> set[str]:
     return {p.name for p in (tree / MIGRATIONS).glob("*.py")}
 
 
-def wait_final(dsn: str, dag_id: str, run_ids: list[str], timeout: float = 600) -> None:
-    deadline = time.monotonic() + timeout
-    with psycopg.connect(dsn) as conn:
-        for run_id in run_ids:
-            while True:
-                row = conn.execute(
-                    "SELECT state FROM dag_runs WHERE dag_id = %s AND run_id = %s",
-                    (dag_id, run_id),
-                ).fetchone()
-                if row is not None and row[0] in ("success", "failed", "cancelled"):
-                    break
-                if time.monotonic() > deadline:
-                    raise TimeoutError(f"{dag_id}/{run_id} still open after {timeout}s")
-                time.sleep(0.01)
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--a", default="HEAD", help="a git revision, or . (this checkout)")
@@ -116,10 +101,7 @@ def main() -> None:
     tmp = Path(tempfile.mkdtemp(prefix="beatflow-ab-"))
     (tmp / "dags").mkdir()
     (tmp / "dags" / "ab.py").write_text(DAGS)
-    with psycopg.connect(f"{args.pg}/postgres", autocommit=True) as admin:
-        admin.execute(f'DROP DATABASE IF EXISTS "{args.db}" WITH (FORCE)')
-        admin.execute(f'CREATE DATABASE "{args.db}"')
-    dsn = f"{args.pg}/{args.db}"
+    dsn = fresh_database(args.pg, args.db)
     broker = f"{args.redis}/3"
     redis.Redis.from_url(broker).flushdb()
     env = {
@@ -150,13 +132,13 @@ def main() -> None:
                 w.start()
             for w in workers.values():
                 procs.wait_worker_ready(app, w)
-            run(app, dsn, args, trees)
+            run(app, PgMeter(dsn, args.db), args, trees)
         finally:
             for w in workers.values():
                 w.stop()
 
 
-def run(app: object, dsn: str, args: argparse.Namespace, trees: dict[str, Path]) -> None:
+def run(app: object, meter: PgMeter, args: argparse.Namespace, trees: dict[str, Path]) -> None:
     print(
         f"A = {args.a} ({trees['a']}, -c {args.concurrency_a}), "
         f"B = {args.b} ({trees['b']}, -c {args.concurrency_b})",
@@ -177,7 +159,8 @@ def run(app: object, dsn: str, args: argparse.Namespace, trees: dict[str, Path])
         for side in SIDES if i % 2 == 0 else SIDES[::-1]:
             dag_id = f"ab_one_{side}"
             started = time.perf_counter()
-            wait_final(dsn, dag_id, [trigger_dag(app, dag_id).run_id for _ in range(args.burst)])
+            runs = [(dag_id, trigger_dag(app, dag_id).run_id) for _ in range(args.burst)]
+            wait_all_final(meter, runs)
             bursts[side].append(time.perf_counter() - started)
     a, b = statistics.median(chains["a"]), statistics.median(chains["b"])
     print(f"10-task chain, median of {args.chains}: A {a * 1000:.2f} ms, B {b * 1000:.2f} ms, "

@@ -8,8 +8,8 @@ the results DB pays per task run (PostgreSQL's own counters) next to a bare inse
 Both workers: prefork -c 2 (--concurrency), acks_late, prefetch 1, -E, the same -l
 (--loglevel, info by default). The raw app is bench/raw_app.py (no beatflow code); beatflow's
 results DB is PostgreSQL with dedupe keys. Rows run interleaved (raw, beatflow, raw, ...; the
-first side alternates by round); medians are printed with the ratio beatflow / raw. The 10-task
-chain takes 10 samples a side in each round (in turns), the other rows one. The DB counters
+first side rotates by round and sample); medians are printed with the ratio beatflow / raw. The
+10-task chain takes 10 samples a side in each round (in turns), the other rows one. The DB counters
 are read in round 1 around each bulk row, after waiting for every backend to flush its
 statistics (PostgreSQL flushes an idle backend's within ~10 s).
 
@@ -17,7 +17,7 @@ A third side, "raw + 2 commits", runs the chain and bulk rows on the same stock 
 ``raw.durable`` (bench/raw_app.py): the no-op plus a claim INSERT and a finish UPDATE committed
 one by one with bare psycopg (its own database, so beatflow's counters stay its own). It is the
 least an exactly-once scheme pays on this machine; beatflow / that side is beatflow's own
-overhead above durability (``--no-floor`` leaves it out).
+overhead above durability (``--no-durable`` leaves it out).
 """
 
 from __future__ import annotations
@@ -260,6 +260,14 @@ def floor_cost(meter: PgMeter, n: int) -> dict[str, float]:
 # ----------------------------------------------------------------------------- the two sides
 
 
+def fresh_database(pg: str, db: str) -> str:
+    """Database ``db`` on the server ``pg``, dropped and created empty; its DSN."""
+    with psycopg.connect(f"{pg}/postgres", autocommit=True) as admin:
+        admin.execute(f'DROP DATABASE IF EXISTS "{db}" WITH (FORCE)')
+        admin.execute(f'CREATE DATABASE "{db}"')
+    return f"{pg}/{db}"
+
+
 def wait_all_final(meter: PgMeter, runs: list[tuple[str, str]], timeout: float = 1800) -> None:
     """Wait until every (dag_id, run_id) is final, reading one run's state per poll (the oldest
     still open), so the wait costs the DB about one indexed row per run plus one per poll."""
@@ -354,10 +362,10 @@ class Row:
     task_runs: int = 0  # > 0: a bulk row, measured with the DB counters
     dag_runs: int = 0
     repeat: int = 1  # samples per side per round (raw, beatflow, raw, ... in turn)
-    floor: Callable[[], None] | None = None  # raw Celery with a durable claim and finish
+    durable: Callable[[], None] | None = None  # raw Celery with a durable claim and finish
     raw_times: list[float] = field(default_factory=list)
     bf_times: list[float] = field(default_factory=list)
-    floor_times: list[float] = field(default_factory=list)
+    durable_times: list[float] = field(default_factory=list)
     db: dict[str, float] | None = None
     cpu: dict[str, dict[str, float]] = field(default_factory=dict)  # side -> process -> s
 
@@ -389,7 +397,7 @@ def make_rows(
                 lambda: b.raw_chain(10),
                 lambda: b.bf_one("b_chain10"),
                 repeat=CHAIN_SAMPLES,
-                floor=lambda: b.raw_chain(10, DURABLE),
+                durable=lambda: b.raw_chain(10, DURABLE),
             ),
             Row("1 -> 100 -> 1", lambda: b.raw_fan(100), lambda: b.bf_one("b_fan100")),
             Row("1 -> 1,000 -> 1", lambda: b.raw_fan(1000), lambda: b.bf_one("b_fan1000")),
@@ -399,7 +407,7 @@ def make_rows(
                 lambda: b.bf_many("b_chain5", 200),
                 task_runs=1000,
                 dag_runs=200,
-                floor=lambda: b.raw_many_chains(200, 5, DURABLE),
+                durable=lambda: b.raw_many_chains(200, 5, DURABLE),
             ),
             Row(
                 "500 one-task runs at once",
@@ -407,7 +415,7 @@ def make_rows(
                 lambda: b.bf_many("b_one", 500),
                 task_runs=500,
                 dag_runs=500,
-                floor=lambda: b.raw_many(500, DURABLE),
+                durable=lambda: b.raw_many(500, DURABLE),
             ),
             Row("triggering alone (500 sends)", raw_send_500, bf_trigger_500),
             Row(
@@ -416,7 +424,7 @@ def make_rows(
                 b.bf_beat,
                 task_runs=b.beat_dags,
                 dag_runs=b.beat_dags,
-                floor=lambda: b.raw_many(b.beat_dags, DURABLE),
+                durable=lambda: b.raw_many(b.beat_dags, DURABLE),
             ),
             Row(
                 f"{map_width:,}-wide .map() vs raw group",
@@ -442,7 +450,7 @@ def main() -> None:
     parser.add_argument("--only", default="", help="comma-separated row numbers (1-based)")
     parser.add_argument("--no-counters", action="store_true")
     parser.add_argument(
-        "--no-floor", action="store_true", help="leave out the raw + 2 commits side"
+        "--no-durable", action="store_true", help="leave out the raw + 2 commits side"
     )
     parser.add_argument(
         "--concurrency", type=int, default=2, help="both workers' prefork -c (2 by default)"
@@ -467,15 +475,8 @@ def main() -> None:
             "BEAT_DAGS", str(args.beat_dags)
         )
     )
-    with psycopg.connect(f"{args.pg}/postgres", autocommit=True) as admin:
-        admin.execute(f'DROP DATABASE IF EXISTS "{args.db}" WITH (FORCE)')
-        admin.execute(f'CREATE DATABASE "{args.db}"')
-    floor_db = f"{args.db}_floor"
-    with psycopg.connect(f"{args.pg}/postgres", autocommit=True) as admin:
-        admin.execute(f'DROP DATABASE IF EXISTS "{floor_db}" WITH (FORCE)')
-        admin.execute(f'CREATE DATABASE "{floor_db}"')
-    floor_dsn = f"{args.pg}/{floor_db}"
-    dsn = f"{args.pg}/{args.db}"
+    dsn = fresh_database(args.pg, args.db)
+    durable_dsn = fresh_database(args.pg, f"{args.db}_durable")
     bf_redis, raw_redis = f"{args.redis}/1", f"{args.redis}/2"
     for url in (bf_redis, raw_redis):
         redis.Redis.from_url(url).flushdb()
@@ -496,8 +497,8 @@ def main() -> None:
     os.environ["RAW_BROKER_URL"] = raw_redis
     import raw_app
 
-    with psycopg.connect(floor_dsn, autocommit=True) as conn:
-        conn.execute(raw_app.FLOOR_TABLE)
+    with psycopg.connect(durable_dsn, autocommit=True) as conn:
+        conn.execute(raw_app.DURABLE_TABLE)
 
     app = create_app(settings)
     worker = procs.celery_worker(
@@ -533,7 +534,7 @@ def main() -> None:
             **os.environ,
             "PYTHONPATH": str(ROOT / "bench"),
             "RAW_BROKER_URL": raw_redis,
-            "RAW_FLOOR_DSN": floor_dsn,
+            "RAW_DURABLE_DSN": durable_dsn,
         },
         tmp / "raw-worker.log",
         name="raw",
@@ -550,9 +551,9 @@ def main() -> None:
         rows, drained, pending = make_rows(b, args.map_width)
         only = {int(x) for x in args.only.split(",") if x}
         rows = [r for i, r in enumerate(rows, 1) if not only or i in only]
-        if args.no_floor:
+        if args.no_durable:
             for r in rows:
-                r.floor = None
+                r.durable = None
         b.raw_chain(10)  # warm up every side
         b.raw_chain(10, DURABLE)
         b.bf_one("b_chain10")
@@ -561,13 +562,14 @@ def main() -> None:
         for rnd in range(args.rounds):
             for row in rows:
                 sides = [("raw", row.raw, row.raw_times), ("bf", row.beatflow, row.bf_times)]
-                if row.floor is not None:
-                    sides.insert(1, ("floor", row.floor, row.floor_times))
+                if row.durable is not None:
+                    sides.insert(1, ("durable", row.durable, row.durable_times))
                 for sample in range(row.repeat):
                     k = (rnd + sample) % len(sides)  # each side goes first in turn
                     turn = sides[k:] + sides[:k]
                     for name, fn, out in turn:
-                        if row.task_runs and rnd == 0 and not args.no_counters and name != "floor":
+                        metered_now = row.task_runs and rnd == 0 and not args.no_counters
+                        if metered_now and name != "durable":  # its DB is not the one metered
                             out.append(metered(row, name, fn, cpus[name], meter))
                         else:
                             out.append(timed(fn))
@@ -575,13 +577,13 @@ def main() -> None:
                 raw_now = statistics.median(row.raw_times[-row.repeat :])
                 bf_now = statistics.median(row.bf_times[-row.repeat :])
                 each = f" (median of {row.repeat})" if row.repeat > 1 else ""
-                floor_now = (
-                    f" raw+2c {statistics.median(row.floor_times[-row.repeat :]):.3f}s"
-                    if row.floor_times
+                durable_now = (
+                    f" raw+2c {statistics.median(row.durable_times[-row.repeat :]):.3f}s"
+                    if row.durable_times
                     else ""
                 )
                 print(
-                    f"round {rnd + 1} {row.label}: raw {raw_now:.3f}s{floor_now} "
+                    f"round {rnd + 1} {row.label}: raw {raw_now:.3f}s{durable_now} "
                     f"beatflow {bf_now:.3f}s" + each,
                     flush=True,
                 )
@@ -700,16 +702,16 @@ def report(rows: list[Row], floor: dict[str, float] | None) -> None:
     for row in rows:
         raw, bf = statistics.median(row.raw_times), statistics.median(row.bf_times)
         line = f"{row.label:<44} {fmt(raw):>12} {fmt(bf):>12} {bf / raw:>6.2f}x"
-        if row.floor_times:
-            durable = statistics.median(row.floor_times)
+        if row.durable_times:
+            durable = statistics.median(row.durable_times)
             line += f" {fmt(durable):>16} {bf / durable:>7.2f}x"
         print(line)
     for row in rows:
         if row.task_runs:
             raw = row.task_runs / statistics.median(row.raw_times)
             both = (
-                f", raw + 2 commits {row.task_runs / statistics.median(row.floor_times):,.0f}"
-                if row.floor_times
+                f", raw + 2 commits {row.task_runs / statistics.median(row.durable_times):,.0f}"
+                if row.durable_times
                 else ""
             )
             print(f"  {row.label}: task runs/s raw {raw:,.0f}{both}, beatflow {bf_rate(row):,.0f}")

@@ -4,8 +4,8 @@ process (``celery -A raw_app worker -E``), never in beatflow's.
 
 ``raw.durable`` is the same no-op plus the least any exactly-once scheme writes per task run: a
 claim (an INSERT of the task's key) and a finish (an UPDATE of that row), each committed on
-its own with a bare psycopg connection to PostgreSQL (``RAW_FLOOR_DSN``, a table
-``raw_floor``). Run beside ``raw.noop``, it separates what durability costs on the machine from
+its own with a bare psycopg connection to PostgreSQL (``RAW_DURABLE_DSN``, a table
+``raw_durable``). Run beside ``raw.noop``, it separates what durability costs on the machine from
 what beatflow adds on top of it."""
 
 from __future__ import annotations
@@ -30,18 +30,18 @@ app.conf.update(
     broker_connection_retry_on_startup=True,
 )
 
-FLOOR_TABLE = (
-    "CREATE TABLE IF NOT EXISTS raw_floor (key text PRIMARY KEY, state text NOT NULL, "
+DURABLE_TABLE = (
+    "CREATE TABLE IF NOT EXISTS raw_durable (key text PRIMARY KEY, state text NOT NULL, "
     "result jsonb, started_at timestamptz NOT NULL, ended_at timestamptz)"
 )
 _conn: dict[int, psycopg.Connection[Any]] = {}  # pid -> this process's connection
 
 
-def _floor() -> psycopg.Connection[Any]:
+def _connection() -> psycopg.Connection[Any]:
     """This process's autocommit connection (a pool process opens its own after the fork)."""
     conn = _conn.get(os.getpid())
     if conn is None or conn.closed:
-        conn = _conn[os.getpid()] = psycopg.connect(os.environ["RAW_FLOOR_DSN"], autocommit=True)
+        conn = _conn[os.getpid()] = psycopg.connect(os.environ["RAW_DURABLE_DSN"], autocommit=True)
     return conn
 
 
@@ -52,14 +52,14 @@ def noop(*_: object) -> None:
 
 @app.task(name="raw.durable", bind=True)
 def durable(self: Task, *_: object) -> None:
-    conn, key = _floor(), self.request.id
+    conn, key = _connection(), self.request.id
     conn.execute(
-        "INSERT INTO raw_floor (key, state, started_at) VALUES (%s, 'running', now()) "
+        "INSERT INTO raw_durable (key, state, started_at) VALUES (%s, 'running', now()) "
         "ON CONFLICT (key) DO NOTHING",
         (key,),
     )
     conn.execute(
-        "UPDATE raw_floor SET state = 'success', result = 'null', ended_at = now() "
+        "UPDATE raw_durable SET state = 'success', result = 'null', ended_at = now() "
         "WHERE key = %s AND state = 'running'",
         (key,),
     )
