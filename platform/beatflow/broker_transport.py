@@ -170,7 +170,11 @@ class Channel(kombu_redis.Channel):
 
     @property
     def undone(self) -> _Undone:
-        return _UNDONE.setdefault(self._beatflow_broker, _Undone())
+        # looked up on every message and ack: built only the first time
+        found = _UNDONE.get(self._beatflow_broker)
+        if found is None:
+            found = _UNDONE[self._beatflow_broker] = _Undone()
+        return found
 
     def refused(self, exc: BaseException) -> WritesRefusedError:
         """Log the first refusal of a spell; the error to raise for it."""

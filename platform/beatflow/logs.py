@@ -8,6 +8,7 @@ import ast
 import contextvars
 import json
 import logging
+import re
 import sys
 import time
 from collections.abc import Iterator, Mapping
@@ -95,11 +96,22 @@ def _from_celery(record: logging.LogRecord, data: dict[str, Any]) -> None:
             setattr(record, key, value)
 
 
+# the leading string arguments of an argument repr, "('etl', 'r-7', ...)": what _from_celery reads
+_LEADING_STRINGS = re.compile(r"[(\[]'([^'\\]*)'(?:, '([^'\\]*)')?(?=[,)\]])")
+
+
 def _literal(text: Any) -> tuple[Any, ...]:
+    """The arguments of Celery's repr of them, as far as ``_from_celery`` reads them: the leading
+    strings, found without a parse (a log line of every task run pays for this); anything else
+    (a first argument that is not a plain string) through ``ast.literal_eval``."""
     if isinstance(text, tuple | list):
         return tuple(text)
     if not isinstance(text, str) or len(text) > 2000:
         return ()
+    lead = _LEADING_STRINGS.match(text)
+    if lead is not None:
+        first, second = lead.groups()
+        return (first,) if second is None else (first, second)
     try:
         value = ast.literal_eval(text)
     except (ValueError, SyntaxError, MemoryError, RecursionError):
@@ -110,13 +122,23 @@ def _literal(text: Any) -> tuple[Any, ...]:
 _STANDARD = set(logging.LogRecord("", 0, "", 0, "", (), None).__dict__) | {"message", "asctime"}
 
 
+_PLAIN = (str, int, float, bool, dict, type(None))
+
+
 class JsonFormatter(logging.Formatter):
     """One JSON object per line: ts, level, logger, message, correlation ids, extras."""
 
+    _second: tuple[int, str] = (-1, "")  # the last whole second formatted, and its text
+
+    def _timestamp(self, created: float, msecs: float) -> str:
+        second = int(created)
+        if self._second[0] != second:
+            self._second = (second, time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(second)))
+        return f"{self._second[1]}.{int(msecs):03d}Z"
+
     def format(self, record: logging.LogRecord) -> str:
         out: dict[str, Any] = {
-            "ts": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created))
-            + f".{int(record.msecs):03d}Z",
+            "ts": self._timestamp(record.created, record.msecs),
             "level": record.levelname.lower(),
             "logger": record.name,
             "message": record.getMessage(),
@@ -124,8 +146,7 @@ class JsonFormatter(logging.Formatter):
         for key, value in record.__dict__.items():
             if key in _STANDARD or key.startswith("_") or (key == "data" and value is None):
                 continue
-            plain = isinstance(value, str | int | float | bool | dict | None)
-            out[key] = value if plain else str(value)
+            out[key] = value if isinstance(value, _PLAIN) else str(value)
         if record.exc_info:
             out["exc_info"] = self.formatException(record.exc_info)
         return json.dumps(out, default=str)

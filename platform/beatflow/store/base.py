@@ -269,43 +269,48 @@ def _driver_error(
     return wrapped
 
 
-def dag_run_record(row: Mapping[Any, Any]) -> DagRunRecord:
+def dag_run_record(row: Mapping[Any, Any], prefix: str = "") -> DagRunRecord:
+    """The DAG run of ``row``, whose columns are named ``prefix`` + the column's name (a read
+    that joins the run to its task runs names the run's columns ``r_...``)."""
+    p = prefix
     return DagRunRecord(
-        dag_id=row["dag_id"],
-        run_id=row["run_id"],
-        logical_date=row["logical_date"],
-        trigger=row["trigger"],
-        conf=dict(row["conf"] or {}),
-        state=row["state"],
-        queued_at=row["queued_at"],
-        started_at=row["started_at"],
-        ended_at=row["ended_at"],
-        leader_epoch=row["leader_epoch"],
-        failure_reason=row.get("failure_reason"),
-        resume_count=row.get("resume_count") or 0,
-        followed=bool(row.get("followed")),
+        dag_id=row[p + "dag_id"],
+        run_id=row[p + "run_id"],
+        logical_date=row[p + "logical_date"],
+        trigger=row[p + "trigger"],
+        conf=dict(row[p + "conf"] or {}),
+        state=row[p + "state"],
+        queued_at=row[p + "queued_at"],
+        started_at=row[p + "started_at"],
+        ended_at=row[p + "ended_at"],
+        leader_epoch=row[p + "leader_epoch"],
+        failure_reason=row.get(p + "failure_reason"),
+        resume_count=row.get(p + "resume_count") or 0,
+        followed=bool(row.get(p + "followed")),
     )
 
 
-def task_run_record(row: Mapping[Any, Any]) -> TaskRunRecord:
+def task_run_record(row: Mapping[Any, Any], prefix: str = "") -> TaskRunRecord:
+    """The task run of ``row``, whose columns are named ``prefix`` + the column's name."""
+    p = prefix
     return TaskRunRecord(
-        dedupe_key=row["dedupe_key"],
-        dag_id=row["dag_id"],
-        run_id=row["run_id"],
-        task_id=row["task_id"],
-        map_index=row["map_index"],
-        state=row["state"],
-        try_number=row["try_number"],
-        worker=row["worker"],
-        celery_task_id=row["celery_task_id"],
-        lease_expires_at=row["lease_expires_at"],
-        started_at=row["started_at"],
-        ended_at=row["ended_at"],
-        result=row["result"],
-        error=row["error"],
-        traceback=row["traceback"],
-        map_count=row.get("map_count"),
-        deduped_from=row.get("deduped_from"),
+        dedupe_key=row[p + "dedupe_key"],
+        dag_id=row[p + "dag_id"],
+        run_id=row[p + "run_id"],
+        task_id=row[p + "task_id"],
+        map_index=row[p + "map_index"],
+        state=row[p + "state"],
+        try_number=row[p + "try_number"],
+        worker=row[p + "worker"],
+        celery_task_id=row[p + "celery_task_id"],
+        lease_expires_at=row[p + "lease_expires_at"],
+        started_at=row[p + "started_at"],
+        ended_at=row[p + "ended_at"],
+        result=row[p + "result"],
+        error=row[p + "error"],
+        traceback=row[p + "traceback"],
+        map_count=row.get(p + "map_count"),
+        deduped_from=row.get(p + "deduped_from"),
     )
 
 

@@ -330,12 +330,12 @@ class HotPathMixin(StoreBase):
             rows = self._read_and_claim_sqlite(action, params, now)
         if not rows:
             return None, [], None
-        run = dag_run_record(_strip(rows[0], "r_"))
+        run = dag_run_record(rows[0], "r_")
         tasks, claim = [], None
         for row in rows:
             if not row["t_dedupe_key"]:
                 continue
-            record = task_run_record(_strip(row, "t_"))
+            record = task_run_record(row, "t_")
             if row["t_claimed"]:
                 claim = Claim("run", record, token)
             elif record.dag_id == dag_id and record.run_id == run_id:
@@ -419,8 +419,8 @@ class HotPathMixin(StoreBase):
             rows = conn.execute(statement, params).mappings().all()
         if not rows:
             return None, []
-        run = dag_run_record(_strip(rows[0], "r_"))
-        tasks = [task_run_record(_strip(row, "t_")) for row in rows if row["t_dedupe_key"]]
+        run = dag_run_record(rows[0], "r_")
+        tasks = [task_run_record(row, "t_") for row in rows if row["t_dedupe_key"]]
         if by_key:
             tasks = [t for t in tasks if t.dag_id == dag_id and t.run_id == run_id]
         elif not filtered:
@@ -466,7 +466,3 @@ def _with_item(record: TaskRunRecord, key: str, index: int) -> TaskRunRecord:
 
 def _is_own(record: TaskRunRecord, task_id: str, map_index: int) -> bool:
     return record.task_id == task_id and record.map_index == map_index
-
-
-def _strip(row: Mapping[Any, Any], prefix: str) -> dict[str, Any]:
-    return {k[len(prefix) :]: v for k, v in row.items() if k.startswith(prefix)}

@@ -61,3 +61,23 @@ def test_ids_of_the_current_task_run_win_over_what_celery_passes() -> None:
         log.info("inside", extra={"data": {"id": "other", "name": "x.y", "args": "('r-9',)"}})
     line = json.loads(stream.getvalue().splitlines()[-1])
     assert (line["run_id"], line["celery_task_id"]) == ("r-1", "c-3")
+
+
+@pytest.mark.parametrize(
+    ("args", "run_id"),
+    [
+        ("('manual__2026-12-04T17:43:00+00:00', None)", "manual__2026-12-04T17:43:00+00:00"),
+        ("('r-1', 3)", "r-1"),
+        ("['r-2', -1]", "r-2"),
+        ("('it\\'s', None)", "it's"),  # an escape: parsed, not matched
+        ("(5, 'r-3')", None),  # the run id is the first argument or nothing
+        ("('a' 'b', None)", "ab"),
+        ("not a repr", None),
+    ],
+)
+def test_the_run_id_is_read_off_celerys_argument_repr(args: str, run_id: str | None) -> None:
+    stream, log = _capture()
+    log.info("Task received", extra={"data": {"id": "c-4", "name": "etl.load", "args": args}})
+    line = json.loads(stream.getvalue().splitlines()[-1])
+    assert line.get("run_id") == run_id
+    assert (line["dag_id"], line["task_id"]) == ("etl", "load")
