@@ -36,6 +36,8 @@ class _Wakeups:
         self.kinds = {announce.RUN, announce.TASK} if tasks else {announce.RUN}
         self.pubsub: PubSub | None = None
         self.marked = False  # the run is marked followed (its end is announced)
+        self.dag_id, self.run_id = dag_id, run_id
+        self.ended: DagRunRecord | None = None  # the run as its end was announced
         client = announce.client_of(app)
         if client is None:
             return
@@ -57,15 +59,22 @@ class _Wakeups:
             while True:
                 left = until - time.monotonic()
                 message = self.pubsub.get_message(timeout=max(0.0, left))
-                if message is not None and _kind(message) in self.kinds:
-                    while self.pubsub.get_message(timeout=0.0) is not None:
-                        pass
+                if message is not None and self._wakes(_kind(message)):
+                    while (queued := self.pubsub.get_message(timeout=0.0)) is not None:
+                        self._wakes(_kind(queued))
                     return
                 if left <= 0:
                     return
         except (redis.RedisError, OSError) as exc:
             log.warning("lost the run's events (%s); polling instead", exc)
             self.close()
+
+    def _wakes(self, data: str) -> bool:
+        """Whether a message of ``data`` is one to wake on; keeps the run an end carries."""
+        if data.startswith(announce.ENDED):
+            self.ended = self.ended or announce.ended_run(data, self.dag_id, self.run_id)
+            return self.ended is not None
+        return data in self.kinds
 
     def close(self) -> None:
         if self.pubsub is not None:
@@ -107,7 +116,8 @@ def follow_run(
     poll: float = FALLBACK_POLL,
 ) -> DagRunRecord:
     """Watch a DAG run until it finishes; call ``on_task_change`` on every task state change.
-    Reads the results DB when the run announces a change, and every ``poll`` seconds anyway.
+    Reads the results DB when the run announces a change, and every ``poll`` seconds anyway;
+    the run's announced end (the run as it ended) is returned as it came, without a read.
 
     Raises RunNotFoundError for an unknown run, TimeoutError if it has not finished after
     ``timeout`` seconds.
@@ -122,6 +132,8 @@ def follow_run(
         poll = min(poll, TASK_POLL)
     try:
         while True:
+            if wakeups.ended is not None and on_task_change is None:
+                return wakeups.ended  # the run as its end committed it: no read back
             try:
                 run = _read_run(store, wakeups, dag_id, run_id)
                 tasks = (

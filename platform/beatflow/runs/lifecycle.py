@@ -281,7 +281,7 @@ def _closed(
     the close already started them, ``started``: sending them)."""
     dag_id, run_id = record.dag_id, record.run_id
     if record.followed:  # someone listens (migration 0013): wake it
-        announce.announce(runtime.app, dag_id, run_id, announce.RUN)
+        announce.announce_end(runtime.app, record)
     log.info(
         "DAG run %s/%s finished: %s in %.3fs",
         dag_id,
