@@ -71,9 +71,10 @@ class _Wakeups:
 
     def _wakes(self, data: str) -> bool:
         """Whether a message of ``data`` is one to wake on; keeps the run an end carries."""
-        if data.startswith(announce.ENDED):
-            self.ended = self.ended or announce.ended_run(data, self.dag_id, self.run_id)
-            return self.ended is not None
+        ended = announce.ended_run(data, self.dag_id, self.run_id)
+        if ended is not None:
+            self.ended = self.ended or ended
+            return True
         return data in self.kinds
 
     def close(self) -> None:

@@ -60,22 +60,32 @@ def test_the_announced_end_is_returned_without_reading_the_run_back(cluster, mon
         return real(*args, **kwargs)  # type: ignore[arg-type]
 
     monkeypatch.setattr(store, "get_dag_run", counted)
-    record = trigger_dag(cluster.app, "t_effect", conf={"sleep": 1.0})  # ends after the mark
+    # held until its gate opens, which the test does once the follower has marked the run: the
+    # follower's end is the announcement's, never its first read's
+    record = trigger_dag(cluster.app, "t_gated", conf={"hold": 120.0})
     out: dict[str, object] = {}
 
     def body() -> None:
         follower["thread"] = threading.get_ident()
         try:
             out["final"] = follow_run(
-                cluster.app, "t_effect", record.run_id, poll=NO_POLL, timeout=2 * NO_POLL
+                cluster.app, "t_gated", record.run_id, poll=NO_POLL, timeout=2 * NO_POLL
             )
         except BaseException as exc:  # noqa: BLE001 - handed to the test
             out["error"] = exc
 
     threading.Thread(target=body, daemon=True).start()
+
+    def marked() -> bool:
+        run = real("t_gated", record.run_id)
+        return run is not None and run.followed
+
+    procs.wait_for(marked, timeout=60, message="the follower to mark the run followed")
+    assert real("t_gated", record.run_id).state == DagRunState.RUNNING  # type: ignore[union-attr]
+    (cluster.marks / f"gate-{record.run_id}").write_text("")
     procs.wait_for(lambda: out, timeout=90, message="follow_run to return after the run ends")
     assert "error" not in out, out
-    stored = real("t_effect", record.run_id)
+    stored = real("t_gated", record.run_id)
     assert stored is not None and stored.state == DagRunState.SUCCESS
     assert out["final"] == stored
     assert reads == []
