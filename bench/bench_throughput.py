@@ -45,7 +45,7 @@ sys.path[:0] = [str(ROOT / "platform"), str(ROOT), str(ROOT / "bench")]
 from celery import chain, chord, group  # noqa: E402
 
 from beatflow.app import create_app  # noqa: E402
-from beatflow.runs import follow_run, make_run_id, trigger_dag  # noqa: E402
+from beatflow.runs import follow_run, make_run_id, trigger_dag, trigger_dags  # noqa: E402
 from beatflow.runs.fire import create_scheduled_runs, scheduled_draft  # noqa: E402
 from beatflow.runtime import runtime_of  # noqa: E402
 from beatflow.settings import Settings  # noqa: E402
@@ -317,8 +317,8 @@ class Bench:
         for r in self.raw_send(n, task):
             r.get(timeout=600)
 
-    def raw_group(self, n: int) -> None:
-        noop = self.raw.tasks["raw.noop"]
+    def raw_group(self, n: int, task: str = "raw.noop") -> None:
+        noop = self.raw.tasks[task]
         group([noop.si(i) for i in range(n)]).apply_async().get(timeout=1800)
 
     # beatflow -----------------------------------------------------------------
@@ -332,6 +332,11 @@ class Bench:
 
     def bf_many(self, dag_id: str, n: int) -> None:
         wait_all_final(self.meter, self.bf_trigger(dag_id, n))
+
+    def bf_batch(self, dag_id: str, n: int) -> None:
+        """``n`` runs in one ``trigger_dags`` call (Celery's own many-at-once is a group)."""
+        runs = trigger_dags(self.app, [dag_id] * n)
+        wait_all_final(self.meter, [(dag_id, r.run_id) for r in runs])
 
     def bf_beat(self) -> None:
         """What the beat does when ``beat_dags`` DAGs are due on the same minute: it creates
@@ -432,6 +437,14 @@ def make_rows(
                 lambda: b.bf_one("b_map"),
                 task_runs=map_width + 2,
                 dag_runs=1,
+            ),
+            Row(  # last, so that --only keeps the numbers of the rows before it
+                "500 one-task runs in one call (group)",
+                lambda: b.raw_group(500),
+                lambda: b.bf_batch("b_one", 500),
+                task_runs=500,
+                dag_runs=500,
+                durable=lambda: b.raw_group(500, DURABLE),
             ),
         ],
         drained,

@@ -4,10 +4,20 @@ from __future__ import annotations
 
 from beatflow.runs.follow import follow_run
 from beatflow.runs.lifecycle import (
+    RunRequest,
     close_run,
     dispatch_waiting,
     make_run_id,
     trigger_dag,
+    trigger_dags,
 )
 
-__all__ = ["close_run", "dispatch_waiting", "follow_run", "make_run_id", "trigger_dag"]
+__all__ = [
+    "RunRequest",
+    "close_run",
+    "dispatch_waiting",
+    "follow_run",
+    "make_run_id",
+    "trigger_dag",
+    "trigger_dags",
+]

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from datetime import UTC, datetime
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 import kombu.exceptions
@@ -23,6 +24,7 @@ from beatflow.ids import check_run_id
 from beatflow.runs.follow import follow_run as follow_run  # moved there; old imports name it here
 from beatflow.runtime import Runtime, runtime_of
 from beatflow.states import DAG_RUN_ACTIVE, DAG_RUN_FINAL, DagRunState
+from beatflow.store.records import ScheduledRunDraft
 
 if TYPE_CHECKING:
     from beatflow.dag.model import DAG
@@ -102,6 +104,76 @@ def trigger_dag(
         log.info("DAG run %s/%s exists already (%s)", dag_id, run_id, record.state)
     send_started(runtime, dag_id, triggered.started)
     return record
+
+
+@dataclass(frozen=True, slots=True)
+class RunRequest:
+    """One run of a ``trigger_dags`` batch: its DAG, its conf, and (optionally) its run id."""
+
+    dag_id: str
+    conf: Mapping[str, Any] | None = None
+    run_id: str | None = None
+
+
+def trigger_dags(app: Celery, requests: Iterable[RunRequest | str]) -> list[DagRunRecord]:
+    """Create many manual DAG runs and send them (a DAG id alone asks for a run with the default
+    conf): ``trigger_dag`` for a batch, in a few round trips whatever its size. The runs are
+    created in multi-row inserts (one transaction per INSERT_CHUNK runs), the queued runs of
+    every DAG named are started in one transaction (max_active_runs holds: the rest wait
+    queued), and their canvases reach the broker in one round trip. Returns the runs in the
+    order asked, each as ``trigger_dag`` would return it; their logical dates follow that
+    order, one microsecond apart, so the generated run ids differ and the oldest-first
+    dispatch keeps it.
+
+    Every request is checked before anything is written: an unknown DAG (DagNotFoundError), a
+    conf its DAG refuses (ConfError) or a bad run id (InvalidIdError) raises with a note naming the
+    request, and nothing is created. The same run id twice, in the batch or already there, is
+    one run. A store that fails on the way (StoreUnavailableError) may leave the runs of the
+    first chunks created and queued, and a broker that cannot be reached leaves the runs
+    queued (BrokerUnavailableError): the reconciler sends them, and the same call again with
+    the same run ids creates nothing twice."""
+    runtime = runtime_of(app)
+    now = datetime.now(UTC)
+    drafts: list[ScheduledRunDraft] = []
+    for index, request in enumerate(requests):
+        asked = RunRequest(request) if isinstance(request, str) else request
+        try:
+            drafts.append(_manual_draft(runtime, asked, now + timedelta(microseconds=index)))
+        except Exception as exc:
+            exc.add_note(f"in request {index} of the batch ({asked.dag_id!r}); nothing created")
+            raise
+    if not drafts:
+        return []
+    made = runtime.store.create_dag_runs(drafts)
+    limits = {d.dag_id: runtime.dag(d.dag_id).max_active_runs for d in drafts}
+    for dag_id in limits:
+        created = sum(new for (run, new) in made if run.dag_id == dag_id)
+        asked_of = sum(d.dag_id == dag_id for d in drafts)
+        log.info(
+            "%d DAG run(s) of %s created (%d asked, manual)",
+            created,
+            dag_id,
+            asked_of,
+            extra={"dag_id": dag_id},
+        )
+    started = runtime.store.start_queued_dag_runs_of(limits)
+    runs = [(dag_id, run.run_id) for dag_id, mine in started.items() for run in mine]
+    with sending_runs(runtime, runs):  # every DAG's sends in one round trip to the broker
+        for dag_id, mine in started.items():
+            send_started(runtime, dag_id, mine)
+    now_running = {(run.dag_id, run.run_id): run for mine in started.values() for run in mine}
+    return [now_running.get((run.dag_id, run.run_id), run) for run, _ in made]
+
+
+def _manual_draft(runtime: Runtime, asked: RunRequest, logical_date: datetime) -> ScheduledRunDraft:
+    """A manual run of a ``trigger_dags`` batch, with the checks ``trigger_dag`` makes (the
+    store checks every draft's values before it writes the first)."""
+    dag = runtime.dag(asked.dag_id)
+    conf = dag.resolve_conf(asked.conf)
+    if asked.run_id is not None:
+        check_run_id(asked.run_id, manual=True)
+    run_id = asked.run_id or make_run_id("manual", logical_date)
+    return ScheduledRunDraft(dag.dag_id, run_id, logical_date, "manual", conf)
 
 
 def send_canvas(app: Celery, canvas: Signature) -> None:

@@ -94,7 +94,11 @@ class BeatTermsMixin(StoreBase):
     ) -> list[tuple[DagRunRecord, bool]]:
         """Many DAG runs without a leader's fence (a backfill): one transaction and one
         multi-row insert per INSERT_CHUNK drafts. ``(run, created)`` per draft, in order; an
-        existing run is kept as it is."""
+        existing run is kept as it is. Every draft's values are checked before the first chunk
+        is written: a bad one (StoreError names it) creates nothing."""
+        now = utcnow()
+        for draft in drafts:
+            _scheduled_values(draft, None, now)
         out: list[tuple[DagRunRecord, bool]] = []
         for i in range(0, len(drafts), INSERT_CHUNK):
             chunk = drafts[i : i + INSERT_CHUNK]

@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from beatflow.runs import trigger_dag
+from beatflow.errors import BrokerUnavailableError
+from beatflow.runs import RunRequest, trigger_dag, trigger_dags
 from beatflow.states import DagRunState, TaskRunState
 from tests.cluster import Cluster, cluster
 from tests.faults.runs.conftest import BOUND, FAST_RECONCILER
@@ -71,6 +72,33 @@ def test_a_trigger_with_the_broker_down_fails_in_one_line_and_the_same_trigger_s
         once_more = beatflow(c.env, "dags", "trigger", "t_single", "--run-id", run_id)
         assert once_more.returncode == 0 and "(success)" in once_more.stdout  # not run again
         assert c.count(f"step-{run_id}") == 1
+
+
+def test_a_batch_triggered_with_the_broker_down_waits_queued_and_each_run_runs_once_later(
+    tmp_path: Path, own_redis: OwnedRedis, postgres_url: str
+) -> None:
+    asked = [RunRequest("t_single", run_id=f"batch-s{i}") for i in range(3)]
+    asked += [RunRequest("t_chord", run_id=f"batch-c{i}") for i in range(3)]
+    with cluster(tmp_path, own_redis.url, postgres_url, workers=0, env=FAST_RECONCILER) as c:
+        own_redis.stop()
+        with pytest.raises(BrokerUnavailableError):
+            trigger_dags(c.app, asked)
+        for request in asked:  # created, and back to queued: nothing was sent
+            run = c.store.get_dag_run(request.dag_id, str(request.run_id))
+            assert run is not None and run.state == DagRunState.QUEUED, request
+
+        own_redis.start()  # back, and empty: the worker's reconciler sends the queued runs
+        wait_for(lambda: reconnected(c), timeout=30, message="this process to reconnect")
+        c.start_worker()
+        for request in asked:
+            final, _ = c.wait(request.dag_id, str(request.run_id), timeout=BOUND)
+            assert final.state == DagRunState.SUCCESS, request
+        again = trigger_dags(c.app, asked)  # the same batch again: the same runs, not rerun
+        assert {r.state for r in again} == {DagRunState.SUCCESS}
+        for i in range(3):
+            assert c.count(f"step-batch-s{i}") == 1
+            for name in ("part1", "part2", "join", "tail"):
+                assert c.count(f"{name}-batch-c{i}") == 1, name
 
 
 def test_redis_restarted_empty_mid_chord_the_run_is_resumed_and_each_side_effect_happens_once(
