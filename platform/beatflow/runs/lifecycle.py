@@ -33,6 +33,9 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 FINISHED = DAG_RUN_FINAL
+# runs of a trigger_dags batch per round trip to the broker: the first reach the workers while
+# the rest are still being built
+SEND_CHUNK = 100
 # What a publish raises when the broker (or the Redis result backend a chord needs) is down,
 # after the short publish retry policy of Settings.celery_config.
 BROKER_ERRORS: tuple[type[BaseException], ...] = (
@@ -120,7 +123,7 @@ def trigger_dags(app: Celery, requests: Iterable[RunRequest | str]) -> list[DagR
     conf): ``trigger_dag`` for a batch, in a few round trips whatever its size. The runs are
     created in multi-row inserts (one transaction per INSERT_CHUNK runs), the queued runs of
     every DAG named are started in one transaction (max_active_runs holds: the rest wait
-    queued), and their canvases reach the broker in one round trip. Returns the runs in the
+    queued), and their canvases reach the broker SEND_CHUNK to a round trip. Returns the runs in the
     order asked, each as ``trigger_dag`` would return it; their logical dates follow that
     order, one microsecond apart, so the generated run ids differ and the oldest-first
     dispatch keeps it.
@@ -129,9 +132,9 @@ def trigger_dags(app: Celery, requests: Iterable[RunRequest | str]) -> list[DagR
     conf its DAG refuses (ConfError) or a bad run id (InvalidIdError) raises with a note naming the
     request, and nothing is created. The same run id twice, in the batch or already there, is
     one run. A store that fails on the way (StoreUnavailableError) may leave the runs of the
-    first chunks created and queued, and a broker that cannot be reached leaves the runs
-    queued (BrokerUnavailableError): the reconciler sends them, and the same call again with
-    the same run ids creates nothing twice."""
+    first chunks created and queued, and a broker lost on the way leaves every run not known
+    to be sent queued (BrokerUnavailableError): the reconciler sends them, and the same call
+    again with the same run ids creates nothing twice."""
     runtime = runtime_of(app)
     now = datetime.now(UTC)
     drafts: list[ScheduledRunDraft] = []
@@ -158,9 +161,15 @@ def trigger_dags(app: Celery, requests: Iterable[RunRequest | str]) -> list[DagR
         )
     started = runtime.store.start_queued_dag_runs_of(limits)
     runs = [(dag_id, run.run_id) for dag_id, mine in started.items() for run in mine]
-    with sending_runs(runtime, runs):  # every DAG's sends in one round trip to the broker
-        for dag_id, mine in started.items():
-            send_started(runtime, dag_id, mine)
+    for i in range(0, len(runs), SEND_CHUNK):
+        chunk = runs[i : i + SEND_CHUNK]
+        try:
+            with sending_runs(runtime, chunk):  # one round trip to the broker per chunk
+                for dag_id, run_id in chunk:
+                    send_run(runtime, dag_id, run_id)
+        except BrokerUnavailableError:
+            back_to_queued(runtime, runs[i + SEND_CHUNK :])  # not tried: queued as well
+            raise
     now_running = {(run.dag_id, run.run_id): run for mine in started.values() for run in mine}
     return [now_running.get((run.dag_id, run.run_id), run) for run, _ in made]
 
@@ -239,11 +248,7 @@ def sending_runs(runtime: Runtime, runs: Sequence[tuple[str, str]]) -> Iterator[
         lost = exc if isinstance(exc, BrokerUnavailableError) else None
         if lost is None and not is_broker_error(exc):
             raise
-        for dag_id, run_id in runs:
-            with contextlib.suppress(BeatflowError):
-                runtime.store.transition_dag_run(
-                    dag_id, run_id, to=DagRunState.QUEUED, from_states={DagRunState.RUNNING}
-                )
+        back_to_queued(runtime, runs)
         if lost is not None:
             raise
         cause = f"{type(exc).__name__}: {exc}".splitlines()[0][:300]
@@ -252,6 +257,17 @@ def sending_runs(runtime: Runtime, runs: Sequence[tuple[str, str]]) -> Iterator[
         )
         dag_id, run_id = runs[0]
         raise BrokerUnavailableError(dag_id, run_id, cause) from exc
+
+
+def back_to_queued(runtime: Runtime, runs: Sequence[tuple[str, str]]) -> None:
+    """Put started runs that may not have reached the broker back to queued, for a later
+    dispatch; a run whose requeue fails too (the store down as well) stays running for the
+    reconciler to resume."""
+    for dag_id, run_id in runs:
+        with contextlib.suppress(BeatflowError):
+            runtime.store.transition_dag_run(
+                dag_id, run_id, to=DagRunState.QUEUED, from_states={DagRunState.RUNNING}
+            )
 
 
 def send_run(runtime: Runtime, dag_id: str, run_id: str) -> None:

@@ -7,11 +7,18 @@ import pytest
 import sqlalchemy as sa
 from celery import Celery
 
-from beatflow.errors import ConfError, DagNotFoundError, InvalidIdError, StoreError
-from beatflow.runs import RunRequest, trigger_dag, trigger_dags
+from beatflow.errors import (
+    BrokerUnavailableError,
+    ConfError,
+    DagNotFoundError,
+    InvalidIdError,
+    StoreError,
+)
+from beatflow.runs import RunRequest, lifecycle, trigger_dag, trigger_dags
 from beatflow.runtime import runtime_of
 from beatflow.states import DagRunState
-from tests.integration.runs.conftest import sent_run_ids
+from tests.integration.runs.conftest import make_app, sent_run_ids
+from tests.services import free_port
 
 CHAIN_FIRST = "t_chain.numbers"  # one of the tasks a t_chain run's canvas starts with
 
@@ -117,3 +124,30 @@ def test_a_conf_the_store_refuses_creates_nothing(app: Celery) -> None:
 def test_an_empty_batch_writes_and_sends_nothing(app: Celery, redis_url: str, queue: str) -> None:
     assert trigger_dags(app, []) == []
     assert sent_run_ids(redis_url, queue, CHAIN_FIRST) == []
+
+
+def test_a_broker_lost_leaves_every_run_not_sent_queued_and_the_same_batch_sends_them(
+    redis_url: str, postgres_url: str, queue: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(lifecycle, "SEND_CHUNK", 5)  # t_chain's 16 slots: four chunks
+    down = make_app(f"redis://127.0.0.1:{free_port()}/0", postgres_url, queue)
+    asked = [RunRequest("t_chain", run_id=f"lost-{i:02d}") for i in range(20)]
+    try:
+        with pytest.raises(BrokerUnavailableError):
+            trigger_dags(down, asked)
+        store = runtime_of(down).store
+        states = {r.run_id: r.state for r in store.list_dag_runs("t_chain", limit=100)}
+        assert states == {f"lost-{i:02d}": DagRunState.QUEUED for i in range(20)}
+    finally:
+        down.close()
+
+    up = make_app(redis_url, postgres_url, queue)
+    try:
+        runs = trigger_dags(up, asked)  # the broker back: the same batch sends them, once
+    finally:
+        up.close()
+    limit = runtime_of(up).dag("t_chain").max_active_runs
+    assert [r.state for r in runs] == [DagRunState.RUNNING] * limit + [DagRunState.QUEUED] * (
+        20 - limit
+    )
+    assert sent_run_ids(redis_url, queue, CHAIN_FIRST) == [r.run_id for r in runs[:limit]]
