@@ -135,6 +135,8 @@ def trigger_dags(app: Celery, requests: Iterable[RunRequest | str]) -> list[DagR
     first chunks created and queued, and a broker lost on the way leaves every run not known
     to be sent queued (BrokerUnavailableError): the reconciler sends them, and the same call
     again with the same run ids creates nothing twice."""
+    if isinstance(requests, (str, RunRequest)):  # one run: a string iterates as characters
+        raise TypeError("trigger_dags takes a list of requests; trigger_dag triggers one run")
     runtime = runtime_of(app)
     now = datetime.now(UTC)
     drafts: list[ScheduledRunDraft] = []

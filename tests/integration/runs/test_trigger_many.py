@@ -121,6 +121,15 @@ def test_a_conf_the_store_refuses_creates_nothing(app: Celery) -> None:
     assert store.list_dag_runs("t_single", limit=10) == []
 
 
+@pytest.mark.parametrize("one", ["t_chain", RunRequest("t_chain")])
+def test_one_request_instead_of_a_list_is_refused_before_anything_is_written(
+    app: Celery, one: str | RunRequest
+) -> None:
+    with pytest.raises(TypeError, match="takes a list of requests"):
+        trigger_dags(app, one)  # type: ignore[arg-type]
+    assert runtime_of(app).store.list_dag_runs("t_chain", limit=10) == []
+
+
 def test_an_empty_batch_writes_and_sends_nothing(app: Celery, redis_url: str, queue: str) -> None:
     assert trigger_dags(app, []) == []
     assert sent_run_ids(redis_url, queue, CHAIN_FIRST) == []
