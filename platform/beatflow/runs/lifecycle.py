@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -150,17 +151,17 @@ def trigger_dags(app: Celery, requests: Iterable[RunRequest | str]) -> list[DagR
     if not drafts:
         return []
     made = runtime.store.create_dag_runs(drafts)
-    limits = {d.dag_id: runtime.dag(d.dag_id).max_active_runs for d in drafts}
-    for dag_id in limits:
-        created = sum(new for (run, new) in made if run.dag_id == dag_id)
-        asked_of = sum(d.dag_id == dag_id for d in drafts)
+    asked_of = Counter(d.dag_id for d in drafts)
+    created = Counter(run.dag_id for run, new in made if new)
+    for dag_id, asked_n in asked_of.items():
         log.info(
             "%d DAG run(s) of %s created (%d asked, manual)",
-            created,
+            created[dag_id],
             dag_id,
-            asked_of,
+            asked_n,
             extra={"dag_id": dag_id},
         )
+    limits = {dag_id: runtime.dag(dag_id).max_active_runs for dag_id in asked_of}
     started = runtime.store.start_queued_dag_runs_of(limits)
     runs = [(dag_id, run.run_id) for dag_id, mine in started.items() for run in mine]
     for i in range(0, len(runs), SEND_CHUNK):

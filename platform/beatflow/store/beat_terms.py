@@ -84,10 +84,12 @@ class BeatTermsMixin(StoreBase):
         newer leader epoch is recorded."""
         if not drafts:
             return []
+        now = utcnow()
+        values = [_scheduled_values(d, leader_epoch, now) for d in drafts]
         action = f"creating {len(drafts)} scheduled DAG run(s)"
         with self._write(action, transaction=True) as conn:
             self._fence(conn, leader_epoch, refuse=True)
-            return self._insert_drafts(conn, drafts, leader_epoch)
+            return self._insert_drafts(conn, drafts, values)
 
     def create_dag_runs(
         self, drafts: Sequence[ScheduledRunDraft]
@@ -97,21 +99,23 @@ class BeatTermsMixin(StoreBase):
         existing run is kept as it is. Every draft's values are checked before the first chunk
         is written: a bad one (StoreError names it) creates nothing."""
         now = utcnow()
-        for draft in drafts:
-            _scheduled_values(draft, None, now)
+        values = [_scheduled_values(d, None, now) for d in drafts]  # all checked, then written
         out: list[tuple[DagRunRecord, bool]] = []
         for i in range(0, len(drafts), INSERT_CHUNK):
             chunk = drafts[i : i + INSERT_CHUNK]
             with self._write(f"creating {len(chunk)} DAG run(s)", transaction=True) as conn:
-                out += self._insert_drafts(conn, chunk, None)
+                out += self._insert_drafts(conn, chunk, values[i : i + INSERT_CHUNK])
         return out
 
     def _insert_drafts(
-        self, conn: sa.Connection, drafts: Sequence[ScheduledRunDraft], epoch: int | None
+        self,
+        conn: sa.Connection,
+        drafts: Sequence[ScheduledRunDraft],
+        values: Sequence[dict[str, Any]],
     ) -> list[tuple[DagRunRecord, bool]]:
-        now = utcnow()
-        unique = {(d.dag_id, d.run_id): d for d in drafts}
-        rows = [_scheduled_values(d, epoch, now) for d in unique.values()]
+        """Insert ``drafts`` with their column ``values`` (``_scheduled_values``, one per draft)."""
+        by_key = {(d.dag_id, d.run_id): v for d, v in zip(drafts, values, strict=True)}
+        rows = list(by_key.values())  # a draft named twice is inserted once
         # many parameter sets to one statement: SQLAlchemy compiles it once (its cache) and
         # batches the sets into multi-row INSERTs itself ("insertmanyvalues"), where
         # .values(rows) compiled a new statement (a bind parameter per value) on every call
@@ -122,7 +126,7 @@ class BeatTermsMixin(StoreBase):
         )
         inserted = conn.execute(insert, rows).mappings()
         made = {(r.dag_id, r.run_id): r for r in map(dag_run_record, inserted)}
-        others = sorted(key for key in unique if key not in made)
+        others = sorted(key for key in by_key if key not in made)
         found: dict[tuple[str, str], DagRunRecord] = {}
         if others:
             query = sa.select(dag_runs).where(self._of_runs(dag_runs, others))
