@@ -7,6 +7,9 @@ trigger rules decide. So the node wrapper, on a final failure, first does by han
 tracer does after a success — apply the ``link`` callbacks, send the chain's next step, return
 this chord part as done — then detaches the request from the canvas (no chain, no callbacks, no
 chord) and raises the task's exception: Celery records FAILURE and has nothing left to fail.
+
+After a success, a chain's next step goes the same way (``send_chain_step``), only to send it
+with its ``task-sent`` event in one round trip to the broker instead of Celery's two.
 """
 
 from __future__ import annotations
@@ -22,6 +25,8 @@ from celery import group, signature
 from celery import states as celery_states
 from celery.app.task import Context
 from celery.backends.redis import RedisBackend, SentinelBackend
+
+from beatflow.execution.send import sending_together
 
 log = logging.getLogger(__name__)
 
@@ -51,6 +56,32 @@ def detach(task: CeleryTask) -> None:
     request.chain = None
     request.chord = None
     setattr(request, _CONTINUED, True)
+
+
+def send_chain_step(task: CeleryTask) -> bool:
+    """Send the next step of ``task``'s chain now, with its ``task-sent`` event, in one round
+    trip to the broker (``execution.send.sending_together``), then detach: Celery's tracer,
+    which would send the two one after the other once the task returns, sends nothing. Only a
+    chain's plain step: a task with ``link`` callbacks or a chord to count is left to the tracer.
+
+    If the send fails (after the publish retry policy, about 1.5 s), the request stays
+    attached and the tracer sends the step as it always has (its own retries, then FAILURE if
+    the broker stays away); a copy that did arrive the first time is harmless, its task run
+    being claimed once by its dedupe key. Returns whether the step went here."""
+    request = task.request
+    if not request.chain or request.callbacks or request.chord or is_continued(task):
+        return False
+    if task.app.conf.task_inherit_parent_priority:  # the tracer passes the priority on
+        return False
+    try:
+        with sending_together(task.app):
+            _send_next(task.app, task.backend, request)
+    except Exception as exc:  # noqa: BLE001 - the tracer's own send is the fallback
+        log.warning("could not send the chain's next step of %s (%s); Celery sends it", task.name,
+                    exc)  # fmt: skip
+        return False
+    detach(task)
+    return True
 
 
 # the request fields that say what follows a task in its canvas

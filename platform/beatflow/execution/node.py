@@ -803,6 +803,9 @@ def _execute(attempt: Attempt, rows: list[TaskRunRecord]) -> dict[str, Any] | No
                 a.fail(str(exc), traceback.format_exc(), exc=exc)
                 return None
             log.debug("task run %s succeeded in %.3fs", a.key, time.perf_counter() - started)
+            # its success is recorded: the next step of its chain goes with its event in one
+            # round trip (a run's closing task has none; a fan-out's are sent by Celery)
+            canvas.send_chain_step(a.task)
             return events.outcome(TaskRunState.SUCCESS)
     finally:
         _context.reset(ctx_token)

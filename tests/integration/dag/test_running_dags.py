@@ -97,6 +97,37 @@ def test_a_maps_task_sent_events_reach_celerys_receiver_batched_per_chunk(cluste
     assert len(carrying) == 3  # one message per chunk (64 + 64 + 22)
 
 
+def test_a_chain_step_is_sent_with_its_task_sent_event_in_one_round_trip(cluster):
+    # numbers -> double -> total is a chain: the worker that ends numbers sends double, and the
+    # one that ends double sends total, each message with its task-sent event in one pipeline
+    # (the event then travels as a task.multi list). Before: Celery's tracer sent the message,
+    # then the event in a message of its own.
+    steps = {task_name("t_chain", "double"), task_name("t_chain", "total")}
+
+    def step_sent(e):
+        return e["type"] == "task-sent" and e.get("name") in steps
+
+    with captured_events(cluster.app) as captured:
+        final, tasks = run(cluster, "t_chain")
+        assert final.state == "success", tasks
+        wait_for(
+            lambda: len([e for e in captured.events if step_sent(e)]) >= 2,
+            30,
+            message="the chain steps' task-sent events",
+        )
+    sent = [e for e in captured.events if step_sent(e)]
+    assert {e["name"] for e in sent} == steps and len(sent) == 2
+    assert all(e["queue"] and e["hostname"] and e["timestamp"] for e in sent)
+    carrying = [
+        body
+        for body in captured.bodies
+        if any(e in sent for e in (body if isinstance(body, list) else [body]))
+    ]
+    assert len(carrying) == 2
+    assert all(isinstance(body, list) for body in carrying), carrying  # task.multi messages
+    assert tasks["total"].result == 12
+
+
 def test_mapping_over_an_empty_list_runs_no_instance_and_passes_an_empty_list(cluster):
     final, tasks = run(cluster, "t_map_empty")
     assert final.state == "success"
