@@ -1,8 +1,9 @@
 """Interleaved A/B of two versions of beatflow's worker, in one run so the machine's drift cancels:
-which is faster at a 10-task chain (trigger -> final) and at a burst of one-task runs.
+which is faster at a 10-task chain (trigger -> final), a burst of one-task runs and a burst of
+5-task chains.
 
     .venv/bin/python bench/bench_ab.py [--a HEAD] [--b .] [--chains 100] [--bursts 4]
-        [--burst 300] [--concurrency-a 2] [--concurrency-b 2]
+        [--burst 300] [--chain-bursts 4] [--chain-burst 100] [--concurrency-a 2] [--concurrency-b 2]
         [--redis redis://127.0.0.1:6408] [--pg postgresql://postgres@127.0.0.1:5432]
 
 ``--a``/``--b``: a git revision (checked out into a worktree of its own for the run), or ``.``
@@ -61,6 +62,10 @@ for side in ("a", "b"):
         prev = noop.override(task_id="t0", queue=queue)()
         for i in range(1, 10):
             prev = noop.override(task_id=f"t{i}", queue=queue)(prev)
+    with DAG(f"ab_chain5_{side}", max_active_runs=100_000):
+        prev = noop.override(task_id="t0", queue=queue)()
+        for i in range(1, 5):
+            prev = noop.override(task_id=f"t{i}", queue=queue)(prev)
     with DAG(f"ab_one_{side}", max_active_runs=100_000):
         noop.override(task_id="only", queue=queue)()
 """
@@ -91,6 +96,10 @@ def main() -> None:
     parser.add_argument("--chains", type=int, default=100, help="10-task chains per side")
     parser.add_argument("--bursts", type=int, default=4, help="bursts of one-task runs per side")
     parser.add_argument("--burst", type=int, default=300, help="one-task runs per burst")
+    parser.add_argument(
+        "--chain-bursts", type=int, default=4, help="bursts of 5-task chains per side"
+    )
+    parser.add_argument("--chain-burst", type=int, default=100, help="5-task chains per burst")
     parser.add_argument("--concurrency-a", type=int, default=2, help="worker A's prefork -c")
     parser.add_argument("--concurrency-b", type=int, default=2, help="worker B's prefork -c")
     parser.add_argument("--redis", default="redis://127.0.0.1:6408")
@@ -162,6 +171,14 @@ def run(app: object, meter: PgMeter, args: argparse.Namespace, trees: dict[str, 
             runs = [(dag_id, trigger_dag(app, dag_id).run_id) for _ in range(args.burst)]
             wait_all_final(meter, runs)
             bursts[side].append(time.perf_counter() - started)
+    chain_bursts: dict[str, list[float]] = {side: [] for side in SIDES}
+    for i in range(args.chain_bursts):
+        for side in SIDES if i % 2 == 0 else SIDES[::-1]:
+            dag_id = f"ab_chain5_{side}"
+            started = time.perf_counter()
+            runs = [(dag_id, trigger_dag(app, dag_id).run_id) for _ in range(args.chain_burst)]
+            wait_all_final(meter, runs)
+            chain_bursts[side].append(time.perf_counter() - started)
     a, b = statistics.median(chains["a"]), statistics.median(chains["b"])
     print(f"10-task chain, median of {args.chains}: A {a * 1000:.2f} ms, B {b * 1000:.2f} ms, "
           f"B/A {b / a:.3f}")  # fmt: skip
@@ -169,6 +186,13 @@ def run(app: object, meter: PgMeter, args: argparse.Namespace, trees: dict[str, 
     each = ", ".join(f"{s.upper()} " + " ".join(f"{t:.2f}" for t in bursts[s]) for s in SIDES)
     print(f"{args.burst} one-task runs, median of {args.bursts}: A {a:.3f} s, B {b:.3f} s, "
           f"B/A {b / a:.3f} ({each})")  # fmt: skip
+    if args.chain_bursts:
+        a, b = statistics.median(chain_bursts["a"]), statistics.median(chain_bursts["b"])
+        each = ", ".join(
+            f"{s.upper()} " + " ".join(f"{t:.2f}" for t in chain_bursts[s]) for s in SIDES
+        )
+        print(f"{args.chain_burst} 5-task chains at once, median of {args.chain_bursts}: "
+              f"A {a:.3f} s, B {b:.3f} s, B/A {b / a:.3f} ({each})")  # fmt: skip
 
 
 if __name__ == "__main__":
