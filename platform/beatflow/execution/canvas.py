@@ -71,6 +71,8 @@ def send_chain_step(task: CeleryTask) -> bool:
     request = task.request
     if not request.chain or request.callbacks or request.chord or is_continued(task):
         return False
+    if request.is_eager:  # nothing to send: the chain runs in this process
+        return False
     if task.app.conf.task_inherit_parent_priority:  # the tracer passes the priority on
         return False
     try:

@@ -70,7 +70,9 @@ def test_the_next_step_is_sent_and_the_request_detached(tmp_path, redis_url, run
     assert body[2]["chain"] == json.loads(json.dumps([then]))  # the rest of the chain goes along
 
 
-@pytest.mark.parametrize("request_fields", [{"chain": None}, {"chord": {"task": "body"}}])
+@pytest.mark.parametrize(
+    "request_fields", [{"chain": None}, {"chord": {"task": "body"}}, {"is_eager": True}]
+)
 def test_a_task_with_no_plain_next_step_is_left_to_the_tracer(
     tmp_path, redis_url, running, request_fields
 ):
