@@ -163,36 +163,37 @@ def run(app: object, meter: PgMeter, args: argparse.Namespace, trees: dict[str, 
             started = time.perf_counter()
             follow_run(app, dag_id, trigger_dag(app, dag_id).run_id, timeout=120)
             chains[side].append(time.perf_counter() - started)
-    bursts: dict[str, list[float]] = {side: [] for side in SIDES}
-    for i in range(args.bursts):
-        for side in SIDES if i % 2 == 0 else SIDES[::-1]:
-            dag_id = f"ab_one_{side}"
-            started = time.perf_counter()
-            runs = [(dag_id, trigger_dag(app, dag_id).run_id) for _ in range(args.burst)]
-            wait_all_final(meter, runs)
-            bursts[side].append(time.perf_counter() - started)
-    chain_bursts: dict[str, list[float]] = {side: [] for side in SIDES}
-    for i in range(args.chain_bursts):
-        for side in SIDES if i % 2 == 0 else SIDES[::-1]:
-            dag_id = f"ab_chain5_{side}"
-            started = time.perf_counter()
-            runs = [(dag_id, trigger_dag(app, dag_id).run_id) for _ in range(args.chain_burst)]
-            wait_all_final(meter, runs)
-            chain_bursts[side].append(time.perf_counter() - started)
+    bursts = burst_times(app, meter, "ab_one", args.bursts, args.burst)
+    chain_bursts = burst_times(app, meter, "ab_chain5", args.chain_bursts, args.chain_burst)
     a, b = statistics.median(chains["a"]), statistics.median(chains["b"])
     print(f"10-task chain, median of {args.chains}: A {a * 1000:.2f} ms, B {b * 1000:.2f} ms, "
           f"B/A {b / a:.3f}")  # fmt: skip
-    a, b = statistics.median(bursts["a"]), statistics.median(bursts["b"])
-    each = ", ".join(f"{s.upper()} " + " ".join(f"{t:.2f}" for t in bursts[s]) for s in SIDES)
-    print(f"{args.burst} one-task runs, median of {args.bursts}: A {a:.3f} s, B {b:.3f} s, "
-          f"B/A {b / a:.3f} ({each})")  # fmt: skip
+    report_bursts(f"{args.burst} one-task runs", bursts)
     if args.chain_bursts:
-        a, b = statistics.median(chain_bursts["a"]), statistics.median(chain_bursts["b"])
-        each = ", ".join(
-            f"{s.upper()} " + " ".join(f"{t:.2f}" for t in chain_bursts[s]) for s in SIDES
-        )
-        print(f"{args.chain_burst} 5-task chains at once, median of {args.chain_bursts}: "
-              f"A {a:.3f} s, B {b:.3f} s, B/A {b / a:.3f} ({each})")  # fmt: skip
+        report_bursts(f"{args.chain_burst} 5-task chains at once", chain_bursts)
+
+
+def burst_times(
+    app: object, meter: PgMeter, dag_prefix: str, count: int, size: int
+) -> dict[str, list[float]]:
+    """Seconds from the first trigger to the last run final, for ``count`` bursts of ``size``
+    runs of ``<dag_prefix>_<side>`` a side, the sides in turns, each going first in turn."""
+    times: dict[str, list[float]] = {side: [] for side in SIDES}
+    for i in range(count):
+        for side in SIDES if i % 2 == 0 else SIDES[::-1]:
+            dag_id = f"{dag_prefix}_{side}"
+            started = time.perf_counter()
+            runs = [(dag_id, trigger_dag(app, dag_id).run_id) for _ in range(size)]
+            wait_all_final(meter, runs)
+            times[side].append(time.perf_counter() - started)
+    return times
+
+
+def report_bursts(what: str, times: dict[str, list[float]]) -> None:
+    a, b = statistics.median(times["a"]), statistics.median(times["b"])
+    each = ", ".join(f"{s.upper()} " + " ".join(f"{t:.2f}" for t in times[s]) for s in SIDES)
+    print(f"{what}, median of {len(times['a'])}: A {a:.3f} s, B {b:.3f} s, B/A {b / a:.3f} "
+          f"({each})")  # fmt: skip
 
 
 if __name__ == "__main__":

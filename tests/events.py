@@ -37,18 +37,22 @@ class Captured:
     def of_type(self, type: str) -> list[dict[str, Any]]:
         return [e for e in self.events if e["type"] == type]
 
+    def bodies_carrying(self, uuids: set[str], type: str = "task-sent") -> list[object]:
+        """The bodies, as they came (a list for a ``.multi`` message), of the messages holding
+        ``type`` events of the tasks ``uuids``."""
+        return [body for body in self.bodies if _mine(body, uuids, type)]
+
     def messages_carrying(
         self, uuids: set[str], type: str = "task-sent"
     ) -> list[list[dict[str, Any]]]:
         """The messages holding ``type`` events of the tasks ``uuids``, each as the list of
         those events."""
-        out = []
-        for body in self.bodies:
-            events = body if isinstance(body, list) else [body]
-            mine = [e for e in events if e["type"] == type and e.get("uuid") in uuids]
-            if mine:
-                out.append(mine)
-        return out
+        return [_mine(body, uuids, type) for body in self.bodies_carrying(uuids, type)]
+
+
+def _mine(body: object, uuids: set[str], type: str) -> list[dict[str, Any]]:
+    events = body if isinstance(body, list) else [body]
+    return [e for e in events if e["type"] == type and e.get("uuid") in uuids]
 
 
 @contextlib.contextmanager

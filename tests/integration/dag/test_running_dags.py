@@ -23,6 +23,20 @@ def run(cluster, dag_id, **kw):
     return cluster.run(dag_id, **kw)
 
 
+def run_capturing(cluster, dag_id, wanted, count):
+    """Run ``dag_id`` to success while Celery's own event receiver listens; the capture, the
+    events ``wanted`` picks once ``count`` of them arrived, and the run's task runs."""
+    with captured_events(cluster.app) as captured:
+        final, tasks = run(cluster, dag_id)
+        assert final.state == "success", tasks
+        wait_for(
+            lambda: len([e for e in captured.events if wanted(e)]) >= count,
+            30,
+            message=f"{count} events of {dag_id}",
+        )
+    return captured, [e for e in captured.events if wanted(e)], tasks
+
+
 def test_results_pass_along_a_chain_and_into_a_fan_in(cluster):
     final, tasks = run(cluster, "t_chain")
     assert final.state == "success"
@@ -81,15 +95,7 @@ def test_a_maps_task_sent_events_reach_celerys_receiver_batched_per_chunk(cluste
     def instance(e):  # the expander has the same name and no map_index
         return e["type"] == "task-sent" and e.get("name") == name and "map_index" in e["kwargs"]
 
-    with captured_events(cluster.app) as captured:
-        final, tasks = run(cluster, "t_map_wide")
-        assert final.state == "success", tasks
-        wait_for(
-            lambda: len([e for e in captured.events if instance(e)]) >= 150,
-            30,
-            message="150 task-sent events",
-        )
-    instances = [e for e in captured.events if instance(e)]
+    captured, instances, _ = run_capturing(cluster, "t_map_wide", instance, 150)
     assert len({e["uuid"] for e in instances}) == 150 == len(instances)
     assert all(e["queue"] and e["hostname"] and e["timestamp"] for e in instances)
     carrying = captured.messages_carrying({e["uuid"] for e in instances})
@@ -107,22 +113,10 @@ def test_a_chain_step_is_sent_with_its_task_sent_event_in_one_round_trip(cluster
     def step_sent(e):
         return e["type"] == "task-sent" and e.get("name") in steps
 
-    with captured_events(cluster.app) as captured:
-        final, tasks = run(cluster, "t_chain")
-        assert final.state == "success", tasks
-        wait_for(
-            lambda: len([e for e in captured.events if step_sent(e)]) >= 2,
-            30,
-            message="the chain steps' task-sent events",
-        )
-    sent = [e for e in captured.events if step_sent(e)]
+    captured, sent, tasks = run_capturing(cluster, "t_chain", step_sent, 2)
     assert {e["name"] for e in sent} == steps and len(sent) == 2
     assert all(e["queue"] and e["hostname"] and e["timestamp"] for e in sent)
-    carrying = [
-        body
-        for body in captured.bodies
-        if any(e in sent for e in (body if isinstance(body, list) else [body]))
-    ]
+    carrying = captured.bodies_carrying({e["uuid"] for e in sent})
     assert len(carrying) == 2
     assert all(isinstance(body, list) for body in carrying), carrying  # task.multi messages
     assert tasks["total"].result == 12
