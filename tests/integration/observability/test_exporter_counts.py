@@ -176,7 +176,13 @@ def test_the_backlog_counts_waiting_reserved_and_running_messages_of_the_queue(
         samples = observed.wait_metric("beatflow_queue_backlog", 3, queue_name=queue)
         assert samples.get_value("beatflow_queue_backlog", queue_name=queue) == 3
         observed.wait_metric("celery_worker_tasks_active", 2)
-        assert observed.scrape().get_value("celery_queue_length", queue_name=queue) == 1
+
+        # the queue gauge is polled from Redis on its own clock: it reaches 1 (the third
+        # message) once a poll follows the worker's second fetch, and stays there
+        def one_waiting() -> bool:
+            return observed.scrape().get_value("celery_queue_length", queue_name=queue) == 1
+
+        assert procs.wait_for(one_waiting, timeout=30, message="celery_queue_length is 1")
     finally:
         observed.marks.mkdir(parents=True, exist_ok=True)
         release.touch()
