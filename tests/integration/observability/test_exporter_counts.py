@@ -36,6 +36,17 @@ def settled_scrape(observed: Observed) -> Samples:
     return result
 
 
+def wait_queue_length(observed: Observed, queue: str, length: int) -> None:
+    """Wait, with a deadline, for ``celery_queue_length`` of ``queue`` to read ``length``: the
+    exporter polls it from Redis on its own clock (every 0.2 s here), apart from the database
+    gauges, so one scrape taken when those settled may still show an earlier length."""
+
+    def reached() -> bool:
+        return observed.scrape().get_value("celery_queue_length", queue_name=queue) == length
+
+    assert procs.wait_for(reached, timeout=30, message=f"celery_queue_length of {queue} = {length}")
+
+
 def test_a_dag_with_one_retry_and_one_failure_moves_each_counter_by_its_amount(
     observed: Observed,
 ) -> None:
@@ -112,14 +123,9 @@ def test_a_dag_with_one_retry_and_one_failure_moves_each_counter_by_its_amount(
     assert after.get_value("beatflow_exporter_source_up", source="events") == 1
     assert after.get_value("beatflow_exporter_source_up", source="redis") == 1
     assert after.get_value("beatflow_exporter_source_up", source="database") == 1
-
-    # the queue gauge is polled from Redis on its own clock (0.2 s), the database gauges on
-    # theirs: the last Redis poll before the run ended may have seen its finish_run message
-    # still queued (CI saw 1). The queue drains, with a deadline
-    def drained() -> bool:
-        return observed.scrape().get_value("celery_queue_length", queue_name=queue) == 0
-
-    assert procs.wait_for(drained, timeout=30, message=f"celery_queue_length of {queue} is 0")
+    # the last Redis poll before the run ended may have seen its finish_run message still
+    # queued (CI saw 1): the queue drains
+    wait_queue_length(observed, queue, 0)
 
     # per-task callbacks for users' own alerting
     calls = {name: _marks(observed, name) - marked[name] for name in marks}
@@ -176,13 +182,8 @@ def test_the_backlog_counts_waiting_reserved_and_running_messages_of_the_queue(
         samples = observed.wait_metric("beatflow_queue_backlog", 3, queue_name=queue)
         assert samples.get_value("beatflow_queue_backlog", queue_name=queue) == 3
         observed.wait_metric("celery_worker_tasks_active", 2)
-
-        # the queue gauge is polled from Redis on its own clock: it reaches 1 (the third
-        # message) once a poll follows the worker's second fetch, and stays there
-        def one_waiting() -> bool:
-            return observed.scrape().get_value("celery_queue_length", queue_name=queue) == 1
-
-        assert procs.wait_for(one_waiting, timeout=30, message="celery_queue_length is 1")
+        # 1 (the third message) once a Redis poll follows the worker's second fetch
+        wait_queue_length(observed, queue, 1)
     finally:
         observed.marks.mkdir(parents=True, exist_ok=True)
         release.touch()
