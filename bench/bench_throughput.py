@@ -17,7 +17,9 @@ A third side, "raw + 2 commits", runs the chain and bulk rows on the same stock 
 ``raw.durable`` (bench/raw_app.py): the no-op plus a claim INSERT and a finish UPDATE committed
 one by one with bare psycopg (its own database, so beatflow's counters stay its own). It is the
 least an exactly-once scheme pays on this machine; beatflow / that side is beatflow's own
-overhead above durability (``--no-durable`` leaves it out).
+overhead above durability (``--no-durable`` leaves it out). The CPU table (round 1, per task
+run) splits each side by process (client, consumer, pool, Redis, PostgreSQL backends), this
+side's too, so what beatflow spends above durability shows process by process.
 """
 
 from __future__ import annotations
@@ -135,22 +137,28 @@ def children(pid: int) -> list[int]:
 @dataclass
 class CpuMeter:
     """CPU seconds of one side's processes around a row: the client (this process), the
-    worker's consumer (its main process), its pool processes and the Redis server."""
+    worker's consumer (its main process), its pool processes and the Redis server; with
+    ``backends``, also the PostgreSQL backends it lists (the raw + 2 commits side's, whose
+    database is not metered by ``PgMeter``)."""
 
     worker_pid: int
     redis_pid: int
+    backends: Callable[[], list[int]] | None = None
 
     def ticks(self) -> dict[str, int]:
         own = os.times()
         hz = os.sysconf("SC_CLK_TCK")
         pool = children(self.worker_pid)
         got = backend_cpu_ticks([self.worker_pid, self.redis_pid, *pool])
-        return {
+        ticks = {
             "client": round((own.user + own.system) * hz),
             "consumer": got.get(self.worker_pid, 0),
             "pool": sum(got.get(p, 0) for p in pool),
             "redis": got.get(self.redis_pid, 0),
         }
+        if self.backends is not None:
+            ticks["PG"] = sum(backend_cpu_ticks(self.backends()).values())
+        return ticks
 
     def measure(self, work: Callable[[], None]) -> dict[str, float]:
         before = self.ticks()
@@ -183,6 +191,17 @@ class PgMeter:
         row = self.conn.execute(sql, params).fetchone()
         return None if row is None else row[0]
 
+    def backends(self) -> list[int]:
+        """The pids of the other backends connected to this database."""
+        self.statements += 1
+        return [
+            r[0]
+            for r in self.conn.execute(
+                "SELECT pid FROM pg_stat_activity WHERE datname = %s AND pid <> pg_backend_pid()",
+                (self.db,),
+            )
+        ]
+
     def snapshot(self) -> PgSnapshot:
         self.conn.execute("SELECT pg_stat_force_next_flush()")
         self.conn.execute("SELECT pg_stat_clear_snapshot()")
@@ -190,14 +209,8 @@ class PgMeter:
             f"SELECT {', '.join(COUNTERS)} FROM pg_stat_database WHERE datname = %s", (self.db,)
         ).fetchone()
         assert row is not None
-        pids = [
-            r[0]
-            for r in self.conn.execute(
-                "SELECT pid FROM pg_stat_activity WHERE datname = %s AND pid <> pg_backend_pid()",
-                (self.db,),
-            )
-        ]
-        self.statements += 4
+        pids = self.backends()
+        self.statements += 3
         return PgSnapshot(dict(zip(COUNTERS, row, strict=True)), backend_cpu_ticks(pids))
 
     def measure(self, work: Callable[[], None]) -> dict[str, float]:
@@ -566,7 +579,12 @@ def main() -> None:
     raw_worker.start()
     meter = PgMeter(dsn, args.db)
     redis_pid = int(redis.Redis.from_url(bf_redis).info("server")["process_id"])
-    cpus = {"bf": CpuMeter(worker.pid, redis_pid), "raw": CpuMeter(raw_worker.pid, redis_pid)}
+    durable_meter = PgMeter(durable_dsn, f"{args.db}_durable")
+    cpus = {
+        "bf": CpuMeter(worker.pid, redis_pid),
+        "raw": CpuMeter(raw_worker.pid, redis_pid),
+        "durable": CpuMeter(raw_worker.pid, redis_pid, durable_meter.backends),
+    }
     try:
         procs.wait_worker_ready(app, worker)
         procs.wait_worker_ready(raw_app.app, raw_worker)
@@ -640,7 +658,7 @@ def take(
     row, side = sample.row, sample.side
     for _ in range(SAMPLE_TRIES):
         missed = b.missed
-        if sample.metered and side != "durable":  # the durable side's DB is not metered
+        if sample.metered:
             took = metered(row, side, sample.fn, cpus[side], meter)
         else:
             took = timed(sample.fn)
@@ -696,7 +714,8 @@ def settle(meter: PgMeter, drained: list[list[Any]], pending: list[list[tuple[st
 
 def metered(row: Row, side: str, fn: Callable[[], None], cpu: CpuMeter, meter: PgMeter) -> float:
     """Run one side of a bulk row with its processes' CPU measured (and, for beatflow, the
-    results DB's counters); returns the wall time."""
+    results DB's counters; the raw + 2 commits side's backends are in its ``CpuMeter``);
+    returns the wall time."""
     spent: list[float] = []
 
     def run() -> None:
@@ -829,15 +848,17 @@ def report_cpu(rows: list[Row]) -> None:
     if not shown:
         return
     print()
-    print("CPU ms per task run by process (round 1; the Redis server is shared by both sides):")
+    print("CPU ms per task run by process (round 1; the Redis server is shared by every side):")
     names = ("client", "consumer", "pool", "redis", "PG")
     print(f"{'work':<44} {'side':<9}" + "".join(f"{n:>9}" for n in names) + f"{'total':>9}")
     for row in shown:
-        for side in ("raw", "bf"):
-            got = row.cpu.get(side, {})
+        for side, label in (("raw", "raw"), ("durable", "raw + 2c"), ("bf", "bf")):
+            got = row.cpu.get(side)
+            if got is None:
+                continue
             cells = [got.get(n, 0.0) * 1000 / row.task_runs for n in names]
             print(
-                f"{row.label:<44} {side:<9}"
+                f"{row.label:<44} {label:<9}"
                 + "".join(f"{c:>9.2f}" for c in cells)
                 + f"{sum(cells):>9.2f}"
             )
