@@ -50,9 +50,8 @@ def noop(*_: object) -> None:
     return None
 
 
-@app.task(name="raw.durable", bind=True)
-def durable(self: Task, *_: object) -> None:
-    conn, key = _connection(), self.request.id
+def claim_and_finish(conn: psycopg.Connection[Any], key: str) -> None:
+    """The floor's two statements for one task run, each committed on its own (autocommit)."""
     conn.execute(
         "INSERT INTO raw_durable (key, state, started_at) VALUES (%s, 'running', now()) "
         "ON CONFLICT (key) DO NOTHING",
@@ -63,4 +62,9 @@ def durable(self: Task, *_: object) -> None:
         "WHERE key = %s AND state = 'running'",
         (key,),
     )
+
+
+@app.task(name="raw.durable", bind=True)
+def durable(self: Task, *_: object) -> None:
+    claim_and_finish(_connection(), self.request.id)
     return None
