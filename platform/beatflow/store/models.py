@@ -26,6 +26,9 @@ Json = sa.JSON(none_as_null=True)
 # one names the state as this literal (a bound parameter's value does not imply an index
 # predicate)
 RUNNING = sa.text("state = 'running'")
+# the running task runs' index (migration 0017): only a query that also bounds the lease, as the
+# stuck-run scans do, implies it; a finish or renewal names its key, so goes by the key's index
+RUNNING_LEASED = sa.text("state = 'running' AND lease_expires_at IS NOT NULL")
 QUEUED = sa.text("state = 'queued'")
 # the history indexes hold no active run (migration 0016), so no lookup of queued or running
 # rows can be planned through them when the statistics say such rows are rare
@@ -106,12 +109,13 @@ class TaskRun(Base):
     __table_args__ = (
         sa.UniqueConstraint("dedupe_key"),
         sa.Index(None, "dag_id", "run_id"),
-        # stuck task runs (migration 0009: only running rows)
+        # stuck task runs (migrations 0009 and 0017: only running rows, and only for a query
+        # that bounds their lease)
         sa.Index(
             "ix_task_runs_running_lease_expires_at",
             "lease_expires_at",
-            postgresql_where=RUNNING,
-            sqlite_where=RUNNING,
+            postgresql_where=RUNNING_LEASED,
+            sqlite_where=RUNNING_LEASED,
         ),
     )
 

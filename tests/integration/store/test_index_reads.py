@@ -118,6 +118,64 @@ def test_the_stuck_task_run_count_reads_only_running_rows(pg: tuple[Store, str])
     assert read == {"ix_task_runs_running_lease_expires_at": 3}, read
 
 
+RUNNING_ELSEWHERE = 5000  # task runs running on other workers (a wide map on a big cluster)
+
+
+def test_a_task_runs_finish_and_lease_renewal_read_its_own_row_whatever_is_running(
+    pg: tuple[Store, str],
+) -> None:
+    """Every finish and lease renewal of a task run names its key, its lease token and
+    ``state = 'running'``. When the last ANALYZE found no task run running (a quiet hour;
+    autovacuum is off here so it cannot run another), PostgreSQL costed the running rows'
+    partial index as empty and answered them through it, filtering on the key: every task run
+    running read per finish, 5,000 here, quadratic in a wide map's width. The index now also
+    names ``lease_expires_at IS NOT NULL`` (migration 0017), which only the stuck-run scans
+    imply, so a finish goes by its key."""
+    store, dsn = pg
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        # the last look at the table found nothing running (a quiet hour), and no other comes
+        conn.execute("UPDATE task_runs SET state = 'success' WHERE state = 'running'")
+        conn.execute("VACUUM ANALYZE task_runs")
+        conn.execute("ALTER TABLE task_runs SET (autovacuum_enabled = off)")
+        conn.execute(
+            "INSERT INTO task_runs (dedupe_key, dag_id, run_id, task_id, map_index, state, "
+            "try_number, lease_token, lease_expires_at) SELECT 'busy/' || i, 'busy', 'r', 'm', "
+            "i, 'running', 1, md5(i::text), now() + interval '1 hour' "
+            "FROM generate_series(1, %s) i",
+            (RUNNING_ELSEWHERE,),
+        )
+    store.create_dag_run("mine", "r1")
+
+    def claim(task_id: str) -> tuple[str, str]:
+        key = f"mine/r1/{task_id}"
+        got = store.claim_task_run(key, dag_id="mine", run_id="r1", task_id=task_id)
+        assert got.outcome == "run" and got.token is not None
+        return key, got.token
+
+    def finish_one(n: int) -> None:
+        key, token = claim(f"t{n}")
+        assert store.renew_lease(key, token)
+        assert store.finish_task_run(key, token, state="success", result=n)
+
+    for n in range(6):  # past the driver's and the server's first executions: generic plans
+        finish_one(n)
+    closing = claim("last")
+    _flush(store)
+    before, seq_before = _index_reads(dsn, "task_runs")
+    finish_one(6)
+    done = store.finish_and_close(
+        *closing, result=None, dag_id="mine", run_id="r1", run_state="success",
+        max_active_runs=16,
+    )  # fmt: skip
+    _flush(store)
+    after, seq_after = _index_reads(dsn, "task_runs")
+    assert done.written and done.closed is not None and done.closed.state == "success"
+    read = _delta(before, after)
+    assert seq_after == seq_before, "a finish scanned task_runs sequentially"
+    # a claim, a renewal and two finishes: a few probes of the key index, not 5,000 entries
+    assert sum(read.values()) < 20, read
+
+
 OTHER_DAGS = 50  # DAGs with runs queued behind their limits, as after a beat's busy minute
 QUEUED_EACH = 20  # queued runs each: 1,000 queued, none of them "mine"
 
