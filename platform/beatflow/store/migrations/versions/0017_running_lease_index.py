@@ -14,6 +14,10 @@ comparison (``<`` the stuck-run count, ``>`` a run's live leases), which implies
 NULL``: they read it as before. A finish or a renewal does not name the lease's expiry, cannot
 use it, and goes by the key. SQLite matches a partial index by the same rule.
 
+The rebuild reads ``task_runs`` once (a partial index is built from a scan of the whole table),
+holding off its writes, not its reads, for that time: on a large history, upgrade while the
+workers are stopped or quiet, as for migration 0016.
+
 Revision ID: 0017
 Revises: 0016
 Create Date: 2026-12-05
