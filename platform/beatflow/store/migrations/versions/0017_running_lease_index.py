@@ -14,9 +14,10 @@ comparison (``<`` the stuck-run count, ``>`` a run's live leases), which implies
 NULL``: they read it as before. A finish or a renewal does not name the lease's expiry, cannot
 use it, and goes by the key. SQLite matches a partial index by the same rule.
 
-The rebuild reads ``task_runs`` once (a partial index is built from a scan of the whole table),
-holding off its writes, not its reads, for that time: on a large history, upgrade while the
-workers are stopped or quiet, as for migration 0016.
+On PostgreSQL the new index is built beside the old one and takes its name after: the build
+reads ``task_runs`` once (a partial index is built from a scan of the whole table) and holds
+off its writes, not its reads, for that time; only the swap at the end holds off both, for a
+moment. On a large history, upgrade while the workers are quiet.
 
 Revision ID: 0017
 Revises: 0016
@@ -39,10 +40,14 @@ RUNNING_LEASED = sa.text("state = 'running' AND lease_expires_at IS NOT NULL")
 
 
 def _index(where: sa.TextClause) -> None:
+    if op.get_bind().dialect.name != "postgresql":  # SQLite: its one writer waits either way
+        op.drop_index(NAME, table_name="task_runs")
+        op.create_index(NAME, "task_runs", ["lease_expires_at"], sqlite_where=where)
+        return
+    # built first (a SHARE lock: reads go on), then swapped in (a moment's exclusive lock)
+    op.create_index(f"{NAME}_next", "task_runs", ["lease_expires_at"], postgresql_where=where)
     op.drop_index(NAME, table_name="task_runs")
-    op.create_index(
-        NAME, "task_runs", ["lease_expires_at"], postgresql_where=where, sqlite_where=where
-    )
+    op.execute(f"ALTER INDEX {NAME}_next RENAME TO {NAME}")
 
 
 def upgrade() -> None:
