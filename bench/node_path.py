@@ -5,15 +5,18 @@ bare autocommit INSERT + UPDATE pairs (bench/raw_app.py's ``claim_and_finish``).
 beside bench_throughput.py, not a bench of its own: ``make bench`` does not run it.
 
     .venv/bin/python bench/node_path.py [--runs 1000] [--rounds 3] [--profile 0]
-        [--redis redis://127.0.0.1:6408] [--pg postgresql://postgres@127.0.0.1:5432]
+        [--statements] [--redis redis://127.0.0.1:6408] [--pg postgresql://postgres@127.0.0.1:5432]
 
 Prints, per round, CPU and wall ms per run for each side (medians over the rounds at the end).
 ``--profile N``: then one more round of the node path under cProfile (CPU time), with the N
-functions of most own time."""
+functions of most own time. ``--statements``: then one more round of each side with every
+statement's ``execute`` timed (wall, and this thread's CPU: the rest is the server's time and
+the commit's flush), medians by statement."""
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import cProfile
 import logging
 import pstats
@@ -22,8 +25,10 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Callable
+from collections import defaultdict
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import psycopg
 import redis
@@ -51,11 +56,52 @@ def per_run(work: Callable[[], None], runs: int) -> tuple[float, float]:
     )
 
 
+# the statements told apart by a piece of their text (the rest go by their first words)
+_KINDS = (
+    ("beatflow_finish_and_close", "finish-and-close"),
+    ("WITH p AS", "read-and-claim"),
+    ("INSERT INTO raw_durable", "bare INSERT"),
+    ("UPDATE raw_durable", "bare UPDATE"),
+)
+
+
+@contextlib.contextmanager
+def timing_statements() -> Iterator[dict[str, list[tuple[float, float]]]]:
+    """Every psycopg ``Cursor.execute`` in the block timed: (wall s, this thread's CPU s) by
+    statement kind."""
+    took: dict[str, list[tuple[float, float]]] = defaultdict(list)
+    plain = psycopg.Cursor.execute
+
+    def timed(self: Any, query: Any, params: Any = None, **kwargs: Any) -> Any:
+        wall, cpu = time.perf_counter(), time.thread_time()
+        try:
+            return plain(self, query, params, **kwargs)
+        finally:
+            text = str(query)
+            kind = next((k for part, k in _KINDS if part in text), " ".join(text.split()[:3]))
+            took[kind].append((time.perf_counter() - wall, time.thread_time() - cpu))
+
+    psycopg.Cursor.execute = timed  # type: ignore[method-assign]
+    try:
+        yield took
+    finally:
+        psycopg.Cursor.execute = plain  # type: ignore[method-assign]
+
+
+def report_statements(took: dict[str, list[tuple[float, float]]], runs: int) -> None:
+    print(f"\nstatements' execute, medians over one more round of {runs} runs a side:")
+    for kind, samples in took.items():
+        wall = statistics.median(w for w, _ in samples) * 1000
+        cpu = statistics.median(c for _, c in samples) * 1000
+        print(f"{kind:<18} n={len(samples):<6} {wall:.3f} ms wall, {cpu:.3f} ms client CPU")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--runs", type=int, default=1000)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--profile", type=int, default=0)
+    parser.add_argument("--statements", action="store_true")
     parser.add_argument("--redis", default="redis://127.0.0.1:6408/10")
     parser.add_argument("--pg", default="postgresql://postgres@127.0.0.1:5432")
     parser.add_argument("--db", default="bench_node_path")
@@ -109,10 +155,17 @@ def main() -> None:
             sides["bare pair"].append(per_run(pairs, args.runs))
             last = (f"{k} {v[-1][0]:.3f} ms CPU {v[-1][1]:.3f} ms wall" for k, v in sides.items())
             print(f"round {rnd + 1}: " + ", ".join(last), flush=True)
+        if args.statements:
+            work = node_path(args.runs)  # its runs created before the timing
+            with timing_statements() as took:
+                work()
+                pairs()
     for side, got in sides.items():
         cpu = statistics.median(c for c, _ in got)
         wall = statistics.median(w for _, w in got)
         print(f"{side:<10} per run (median of {args.rounds}): {cpu:.3f} ms CPU, {wall:.3f} ms wall")
+    if args.statements:
+        report_statements(took, args.runs)
     if args.profile:
         work = node_path(args.runs)
         profiler = cProfile.Profile(time.process_time)
