@@ -50,7 +50,7 @@ from celery.result import GroupResult  # noqa: E402
 from celery.states import READY_STATES  # noqa: E402
 
 from beatflow.app import create_app  # noqa: E402
-from beatflow.runs import follow_run, make_run_id, trigger_dag, trigger_dags  # noqa: E402
+from beatflow.runs import make_run_id, trigger_and_follow, trigger_dag, trigger_dags  # noqa: E402
 from beatflow.runs.fire import create_scheduled_runs, scheduled_draft  # noqa: E402
 from beatflow.runtime import runtime_of  # noqa: E402
 from beatflow.settings import Settings  # noqa: E402
@@ -346,8 +346,9 @@ class Bench:
 
     # beatflow -----------------------------------------------------------------
     def bf_one(self, dag_id: str) -> None:
-        rec = trigger_dag(self.app, dag_id)
-        final = follow_run(self.app, dag_id, rec.run_id, timeout=1800)  # woken by the close
+        # subscribed before the trigger, as Celery's result.get() is before its send; woken by
+        # the close
+        final = trigger_and_follow(self.app, dag_id, timeout=1800)
         assert final.state == "success", final
 
     def bf_trigger(self, dag_id: str, n: int) -> list[tuple[str, str]]:

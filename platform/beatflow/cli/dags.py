@@ -210,7 +210,7 @@ def trigger(
     api_url: str | None,
 ) -> None:
     """Start a DAG run now."""
-    from beatflow.runs import follow_run, trigger_dag
+    from beatflow.runs import trigger_and_follow, trigger_dag
 
     parsed = parse_conf(conf)
     settings = load_settings()
@@ -230,23 +230,33 @@ def trigger(
         )
         return
     app = get_app_or_exit()
-    record = trigger_dag(app, dag_id, conf=parsed, run_id=run_id)
     if not wait:
+        record = trigger_dag(app, dag_id, conf=parsed, run_id=run_id)
         if as_json:
             echo_json(dag_run_json(record))
         else:
             click.echo(f"triggered {dag_id} run {record.run_id} ({record.state})")
         return
 
+    def show_triggered(record: Any) -> None:
+        if not as_json:
+            click.echo(f"triggered {dag_id} run {record.run_id}; following it...")
+
     def show_change(t: Any) -> None:
         if not as_json:
             label = t.task_id if t.map_index < 0 else f"{t.task_id}[{t.map_index}]"
             click.echo(f"  {label:<30} {t.state:<16} try {t.try_number}")
 
-    if not as_json:
-        click.echo(f"triggered {dag_id} run {record.run_id}; following it...")
     try:
-        final = follow_run(app, dag_id, record.run_id, on_task_change=show_change, timeout=timeout)
+        final = trigger_and_follow(
+            app,
+            dag_id,
+            conf=parsed,
+            run_id=run_id,
+            on_triggered=show_triggered,
+            on_task_change=show_change,
+            timeout=timeout,
+        )
     except TimeoutError as exc:
         click.echo(f"error: {exc}", err=True)
         sys.exit(3)

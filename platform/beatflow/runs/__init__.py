@@ -8,6 +8,7 @@ from beatflow.runs.lifecycle import (
     close_run,
     dispatch_waiting,
     make_run_id,
+    trigger_and_follow,
     trigger_dag,
     trigger_dags,
 )
@@ -18,6 +19,7 @@ __all__ = [
     "dispatch_waiting",
     "follow_run",
     "make_run_id",
+    "trigger_and_follow",
     "trigger_dag",
     "trigger_dags",
 ]

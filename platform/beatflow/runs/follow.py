@@ -102,6 +102,27 @@ def _read_run(store: Store, wakeups: _Wakeups, dag_id: str, run_id: str) -> DagR
     return run
 
 
+def _read_all(
+    store: Store, wakeups: _Wakeups, *, tasks: bool
+) -> tuple[DagRunRecord | None, list[TaskRunRecord]]:
+    """The run as it stands (``_read_run``) and, when ``tasks``, its task runs."""
+    run = _read_run(store, wakeups, wakeups.dag_id, wakeups.run_id)
+    return run, store.get_task_runs(run.dag_id, run.run_id) if run is not None and tasks else []
+
+
+def _report_changes(
+    tasks: list[TaskRunRecord],
+    seen: dict[str, tuple[str, int]],
+    on_task_change: Callable[[TaskRunRecord], None],
+) -> None:
+    """Call ``on_task_change`` on each task run whose state or try differs from ``seen``."""
+    for t in tasks:
+        marker = (t.state, t.try_number)
+        if seen.get(t.dedupe_key) != marker:
+            seen[t.dedupe_key] = marker
+            on_task_change(t)
+
+
 def _kind(message: dict[str, object]) -> str:
     data = message.get("data")
     return data.decode() if isinstance(data, bytes) else str(data)
@@ -123,25 +144,55 @@ def follow_run(
     Raises RunNotFoundError for an unknown run, TimeoutError if it has not finished after
     ``timeout`` seconds.
     """
+    wakeups = listen(app, dag_id, run_id, tasks=on_task_change is not None)
+    try:
+        return follow_listening(
+            app, wakeups, on_task_change=on_task_change, timeout=timeout, poll=poll
+        )
+    finally:
+        wakeups.close()
+
+
+def listen(app: Celery, dag_id: str, run_id: str, *, tasks: bool = False) -> _Wakeups:
+    """Subscribe to the run's announcements (before the run is read, or triggered, so none is
+    missed); ``tasks``: wake on its task changes too. Close it when done."""
+    return _Wakeups(app, dag_id, run_id, tasks=tasks)
+
+
+def follow_listening(
+    app: Celery,
+    wakeups: _Wakeups,
+    *,
+    known: DagRunRecord | None = None,
+    on_task_change: Callable[[TaskRunRecord], None] | None = None,
+    timeout: float = 3600.0,
+    poll: float = FALLBACK_POLL,
+) -> DagRunRecord:
+    """``follow_run`` on a channel already listened to (``listen``). ``known``: the run as the
+    caller read it after subscribing (a trigger's own record): when it is marked followed, its
+    end will be announced, so the first read (and its mark) is skipped."""
     store = runtime_of(app).store
+    dag_id, run_id = wakeups.dag_id, wakeups.run_id
     deadline = time.monotonic() + timeout
     seen: dict[str, tuple[str, int]] = {}
-    wakeups = _Wakeups(app, dag_id, run_id, tasks=on_task_change is not None)
     if on_task_change is not None:
         # only the run's end is announced (a publish per task run would tax every task): task
         # changes are read at this pace
         poll = min(poll, TASK_POLL)
-    try:
-        while True:
-            if wakeups.ended is not None and on_task_change is None:
-                return wakeups.ended  # the run as its end committed it: no read back
+    # a run marked followed, read after the subscription: its end cannot pass unannounced
+    unread = known is not None and known.followed and wakeups.pubsub is not None
+    wakeups.marked = wakeups.marked or unread
+    first = known if unread and on_task_change is None else None
+    while True:
+        if wakeups.ended is not None and on_task_change is None:
+            return wakeups.ended  # the run as its end committed it: no read back
+        run: DagRunRecord | None
+        tasks: list[TaskRunRecord]
+        if first is not None:
+            run, tasks, first = first, [], None
+        else:
             try:
-                run = _read_run(store, wakeups, dag_id, run_id)
-                tasks = (
-                    store.get_task_runs(dag_id, run_id)
-                    if run is not None and on_task_change is not None
-                    else []
-                )
+                run, tasks = _read_all(store, wakeups, tasks=on_task_change is not None)
             except StoreUnavailableError as exc:
                 # The run goes on without us: keep watching until the database is back.
                 if time.monotonic() > deadline:
@@ -154,19 +205,13 @@ def follow_run(
                 )
                 time.sleep(min(1.0, poll))
                 continue
-            if run is None:
-                raise RunNotFoundError(dag_id, run_id)
-            for t in tasks:
-                marker = (t.state, t.try_number)
-                if seen.get(t.dedupe_key) != marker:
-                    seen[t.dedupe_key] = marker
-                    if on_task_change is not None:
-                        on_task_change(t)
-            if run.state in DAG_RUN_FINAL:
-                return run
-            left = deadline - time.monotonic()
-            if left <= 0:
-                raise TimeoutError(f"DAG run {dag_id}/{run_id} still {run.state} after {timeout}s")
-            wakeups.wait(min(poll, left))
-    finally:
-        wakeups.close()
+        if run is None:
+            raise RunNotFoundError(dag_id, run_id)
+        if on_task_change is not None:
+            _report_changes(tasks, seen, on_task_change)
+        if run.state in DAG_RUN_FINAL:
+            return run
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise TimeoutError(f"DAG run {dag_id}/{run_id} still {run.state} after {timeout}s")
+        wakeups.wait(min(poll, left))

@@ -22,6 +22,7 @@ from beatflow.execution import announce, events, rules
 from beatflow.execution.canvas import sending_canvas
 from beatflow.execution.send import sending_together
 from beatflow.ids import check_run_id
+from beatflow.runs.follow import FALLBACK_POLL, follow_listening, listen
 from beatflow.runs.follow import follow_run as follow_run  # moved there; old imports name it here
 from beatflow.runtime import Runtime, runtime_of
 from beatflow.states import DAG_RUN_ACTIVE, DAG_RUN_FINAL, DagRunState
@@ -70,8 +71,11 @@ def trigger_dag(
     logical_date: datetime | None = None,
     trigger: str = "manual",
     leader_epoch: int | None = None,
+    followed: bool = False,
 ) -> DagRunRecord:
     """Create a DAG run and send it to the workers; the same run id twice is one run.
+    ``followed``: the caller listens on the run's channel already (``runs.trigger_and_follow``),
+    so a new run is created marked followed and its end is announced.
 
     Raises DagNotFoundError for an unknown DAG and ConfError for a bad conf (nothing enqueued),
     BrokerUnavailableError when the run was created but could not be sent (it stays queued:
@@ -92,6 +96,7 @@ def trigger_dag(
         trigger=trigger,
         conf=resolved,
         leader_epoch=leader_epoch,
+        followed=followed,
     )
     record = triggered.run
     if triggered.created:
@@ -108,6 +113,43 @@ def trigger_dag(
         log.info("DAG run %s/%s exists already (%s)", dag_id, run_id, record.state)
     send_started(runtime, dag_id, triggered.started)
     return record
+
+
+def trigger_and_follow(
+    app: Celery,
+    dag_id: str,
+    *,
+    conf: Mapping[str, Any] | None = None,
+    run_id: str | None = None,
+    on_triggered: Callable[[DagRunRecord], None] | None = None,
+    on_task_change: Callable[[TaskRunRecord], None] | None = None,
+    timeout: float = 3600.0,
+    poll: float = FALLBACK_POLL,
+) -> DagRunRecord:
+    """Trigger a manual run and follow it to its end (``beatflow dags trigger --wait``): the
+    run as it ended. ``on_triggered`` gets the run as the trigger returned it; the rest is
+    ``follow_run``'s, which this is, but for its start: it subscribes to the run's channel
+    before the trigger, so the run is created marked followed and its end announced, and no
+    second write (the follower's mark) or read runs beside the run's first task. A run id that
+    exists already is followed as ``follow_run`` does (a read that marks it).
+
+    Raises what ``trigger_dag`` raises before anything is created, and then what ``follow_run``
+    raises; a trigger that fails leaves nothing subscribed."""
+    if run_id is not None:
+        check_run_id(run_id, manual=True)
+    run_id = run_id or make_run_id("manual")
+    wakeups = listen(app, dag_id, run_id, tasks=on_task_change is not None)
+    try:
+        record = trigger_dag(
+            app, dag_id, conf=conf, run_id=run_id, followed=wakeups.pubsub is not None
+        )
+        if on_triggered is not None:
+            on_triggered(record)
+        return follow_listening(
+            app, wakeups, known=record, on_task_change=on_task_change, timeout=timeout, poll=poll
+        )
+    finally:
+        wakeups.close()
 
 
 @dataclass(frozen=True, slots=True)

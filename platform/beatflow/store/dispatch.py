@@ -17,12 +17,12 @@ from beatflow.store.engine import UTCDateTime, dumps_json, utcnow
 from beatflow.store.models import dag_runs
 from beatflow.store.records import DAG_QUEUED, TRIGGER_MANUAL, DagRunRecord, TriggeredRun
 
-# one round trip each on PostgreSQL (migrations 0008, 0015)
+# one round trip each on PostgreSQL (migrations 0008, 0015, 0018)
 _CREATE_AND_START = sa.text(
     "SELECT f.is_new, f.is_started, (f.run).* FROM beatflow_create_and_start("
     "CAST(:dag_id AS text), CAST(:run_id AS text), :logical_date, CAST(:trigger AS text), "
-    "CAST(:conf AS json), :queued_at, CAST(:leader_epoch AS bigint), CAST(:max AS integer)"
-    ") AS f"
+    "CAST(:conf AS json), :queued_at, CAST(:leader_epoch AS bigint), CAST(:max AS integer), "
+    "CAST(:followed AS boolean)) AS f"
 ).bindparams(
     sa.bindparam("logical_date", type_=UTCDateTime()),
     sa.bindparam("queued_at", type_=UTCDateTime()),
@@ -34,6 +34,7 @@ _CREATE_AND_START_PARAMS = (
     "trigger",
     "queued_at",
     "leader_epoch",
+    "followed",
 )
 _START_MANY = sa.text(
     "SELECT * FROM beatflow_start_queued_many(CAST(:dag_ids AS text[]), CAST(:maxes AS integer[]))"
@@ -58,14 +59,18 @@ class DispatchMixin(StoreBase):
         trigger: str = TRIGGER_MANUAL,
         conf: dict[str, Any] | None = None,
         leader_epoch: int | None = None,
+        followed: bool = False,
     ) -> TriggeredRun:
         """``create_dag_run`` then, when the run is queued (new, or its first dispatch failed),
         ``start_queued_dag_runs(dag_id, max_active_runs)``, in one transaction (one round trip
         on PostgreSQL). A run that exists and is no longer queued is returned as it is, with
         nothing started. On PostgreSQL, a new run that finds a free slot and nothing queued is
         inserted as running without the dispatch lock (migration 0015), checked against the
-        limit by the count the insert itself took."""
+        limit by the count the insert itself took. ``followed``: a new run is created marked
+        followed (its end is announced: the caller listens on its channel already); a run that
+        exists keeps its mark."""
         values = new_run_values(dag_id, run_id, logical_date, trigger, conf, leader_epoch)
+        values["followed"] = followed
         action = f"creating and dispatching DAG run {dag_id}/{run_id}"
         if self.dialect == "postgresql":
             params = {key: values[key] for key in _CREATE_AND_START_PARAMS}

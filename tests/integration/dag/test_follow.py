@@ -10,7 +10,7 @@ from datetime import UTC, datetime
 import pytest
 
 from beatflow.execution import announce
-from beatflow.runs import follow_run, trigger_dag
+from beatflow.runs import follow_run, trigger_and_follow, trigger_dag
 from beatflow.runtime import runtime_of
 from beatflow.states import DagRunState
 from beatflow.store import DagRunRecord
@@ -89,6 +89,78 @@ def test_the_announced_end_is_returned_without_reading_the_run_back(cluster, mon
     assert stored is not None and stored.state == DagRunState.SUCCESS
     assert out["final"] == stored
     assert reads == []
+
+
+def counting(monkeypatch, store, *names: str) -> list[str]:
+    """The calls this thread makes to the store's ``names`` (they still run)."""
+    calls: list[str] = []
+    me = threading.get_ident()
+    for name in names:
+        real = getattr(store, name)
+
+        def counted(*args: object, _real=real, _name=name, **kwargs: object) -> object:
+            if threading.get_ident() == me:
+                calls.append(_name)
+            return _real(*args, **kwargs)
+
+        monkeypatch.setattr(store, name, counted)
+    return calls
+
+
+def test_a_run_triggered_and_followed_is_created_followed_and_never_read(cluster, monkeypatch):
+    """trigger_and_follow subscribes before the trigger, so the run is created marked followed
+    (migration 0018): the follower neither marks it (a second write beside the run's first task)
+    nor reads it; the announced end, the only wake-up within the timeout, is what it returns."""
+    store = runtime_of(cluster.app).store
+    calls = counting(monkeypatch, store, "follow_dag_run", "get_dag_run", "get_task_runs")
+    seen: list[DagRunRecord] = []
+
+    def triggered(record: DagRunRecord) -> None:
+        seen.append(record)
+        cluster.marks.mkdir(parents=True, exist_ok=True)
+        (cluster.marks / f"gate-{record.run_id}").write_text("")  # let the run end
+
+    final = trigger_and_follow(
+        cluster.app,
+        "t_gated",
+        conf={"hold": 120.0},
+        on_triggered=triggered,
+        poll=NO_POLL,
+        timeout=120,
+    )
+    assert calls == []
+    [record] = seen
+    assert record.followed and record.state == DagRunState.RUNNING
+    stored = cluster.store.get_dag_run("t_gated", record.run_id)
+    assert stored is not None and stored.state == DagRunState.SUCCESS and stored.followed
+    assert final == stored
+
+
+def test_trigger_and_follow_of_a_run_id_that_exists_marks_it_and_follows_it(cluster):
+    """The same run id again creates nothing: the run keeps its (absent) mark, so the follower
+    marks it with its first read, as follow_run does, and is woken by the end."""
+    first = trigger_dag(cluster.app, "t_gated", conf={"hold": 120.0}, run_id="follow-again")
+    assert not first.followed
+    seen: list[DagRunRecord] = []
+
+    def triggered(record: DagRunRecord) -> None:
+        seen.append(record)
+        cluster.marks.mkdir(parents=True, exist_ok=True)
+        (cluster.marks / f"gate-{record.run_id}").write_text("")
+
+    final = trigger_and_follow(
+        cluster.app,
+        "t_gated",
+        conf={"hold": 1.0},
+        run_id="follow-again",
+        on_triggered=triggered,
+        poll=NO_POLL,
+        timeout=120,
+    )
+    assert [r.run_id for r in seen] == ["follow-again"] and not seen[0].followed
+    assert final.state == DagRunState.SUCCESS and final.conf == first.conf
+    stored = cluster.store.get_dag_run("t_gated", "follow-again")
+    assert stored is not None and stored.followed and stored.state == DagRunState.SUCCESS
 
 
 def test_task_changes_reach_the_callback_and_the_end_is_seen(cluster):

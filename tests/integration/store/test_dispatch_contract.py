@@ -37,6 +37,35 @@ def test_a_new_run_is_created_and_started_and_the_same_run_id_again_is_the_same_
     assert len(store.list_dag_runs("d")) == 1
 
 
+def test_a_run_created_followed_carries_the_mark_and_an_existing_run_keeps_its_own(
+    store: Store,
+) -> None:
+    """``followed`` (migration 0018) marks a new run in its insert, on the fast path (started),
+    queued behind the limit, and queued then started by the dispatch alike; a run id that
+    exists keeps the mark it has, whatever the trigger asks."""
+    fast = store.create_and_start_dag_run("d", "fast", 1, logical_date=T0, followed=True)
+    assert fast.created and fast.run.state == "running" and fast.run.followed
+    over = store.create_and_start_dag_run(
+        "d", "over", 1, logical_date=T0 + timedelta(days=1), followed=True
+    )
+    assert over.created and over.run.state == "queued" and over.run.followed
+    plain = store.create_and_start_dag_run("e", "plain", 1, logical_date=T0)
+    assert plain.created and not plain.run.followed
+    store.create_dag_run("f", "waiting", logical_date=T0)  # queued first: no fast path for f
+    slow = store.create_and_start_dag_run(
+        "f", "slow", 2, logical_date=T0 + timedelta(days=1), followed=True
+    )
+    assert slow.created and slow.run.state == "running" and slow.run.followed
+    assert {r.run_id: r.followed for r in slow.started} == {"waiting": False, "slow": True}
+    again = store.create_and_start_dag_run("e", "plain", 1, logical_date=T0, followed=True)
+    assert not again.created and not again.run.followed
+    assert store.get_dag_run("e", "plain").followed is False  # type: ignore[union-attr]
+    marked = store.create_and_start_dag_run("d", "fast", 1, logical_date=T0)
+    assert not marked.created and marked.run.followed
+    for dag_id, run_id in (("d", "fast"), ("d", "over"), ("f", "slow")):
+        assert store.get_dag_run(dag_id, run_id).followed is True  # type: ignore[union-attr]
+
+
 def test_a_run_over_the_limit_stays_queued_and_an_older_queued_run_goes_first(
     store: Store,
 ) -> None:

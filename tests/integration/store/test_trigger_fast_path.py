@@ -121,3 +121,22 @@ def test_two_triggers_racing_for_the_last_slot_start_one_and_the_next_end_starts
     assert store.transition_dag_run("d", "r1", to="success", from_states={"running"})
     assert [r.run_id for r in store.start_queued_dag_runs("d", 2)] == ["b"]
     assert running(store) == ["a", "b"]
+
+
+def test_the_previous_releases_call_still_resolves_and_creates_an_unfollowed_run(
+    pg: tuple[Store, str],
+) -> None:
+    """Migration 0018 replaced the function with one more argument, ``p_followed``, false by
+    default: a worker or client of the previous release, calling with eight arguments during a
+    rolling upgrade, reaches it (there is one function of the name) and marks nothing."""
+    store, dsn = pg
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        versions = conn.execute(
+            "SELECT pg_get_function_identity_arguments(oid) FROM pg_proc "
+            "WHERE proname = 'beatflow_create_and_start'"
+        ).fetchall()
+        assert len(versions) == 1 and versions[0][0].endswith("p_followed boolean"), versions
+        conn.execute(TRIGGER, ("d", "old-call", T0, 5)).fetchall()
+        conn.execute(TRIGGER.replace("%s)", "%s, true)"), ("d", "new-call", T0, 5)).fetchall()
+    assert store.get_dag_run("d", "old-call").followed is False  # type: ignore[union-attr]
+    assert store.get_dag_run("d", "new-call").followed is True  # type: ignore[union-attr]
