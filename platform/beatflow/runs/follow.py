@@ -179,10 +179,11 @@ def follow_listening(
         # only the run's end is announced (a publish per task run would tax every task): task
         # changes are read at this pace
         poll = min(poll, TASK_POLL)
-    # a run marked followed, read after the subscription: its end cannot pass unannounced
-    unread = known is not None and known.followed and wakeups.pubsub is not None
-    wakeups.marked = wakeups.marked or unread
-    first = known if unread and on_task_change is None else None
+    first = None  # the run as known, taken for the first read
+    if known is not None and known.followed and wakeups.pubsub is not None:
+        # marked followed and read after the subscription: its end cannot pass unannounced
+        wakeups.marked = True
+        first = known if on_task_change is None else None
     while True:
         if wakeups.ended is not None and on_task_change is None:
             return wakeups.ended  # the run as its end committed it: no read back

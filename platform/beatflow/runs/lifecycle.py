@@ -135,9 +135,7 @@ def trigger_and_follow(
 
     Raises what ``trigger_dag`` raises before anything is created, and then what ``follow_run``
     raises; a trigger that fails leaves nothing subscribed."""
-    if run_id is not None:
-        check_run_id(run_id, manual=True)
-    run_id = run_id or make_run_id("manual")
+    run_id = run_id or make_run_id("manual")  # checked by trigger_dag
     wakeups = listen(app, dag_id, run_id, tasks=on_task_change is not None)
     try:
         record = trigger_dag(
