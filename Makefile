@@ -10,6 +10,10 @@ PYTHON ?= $(shell for p in python3.13 python3.12 python3.11 python3; do \
 	command -v $$p >/dev/null 2>&1 && $$p -c 'import sys; sys.exit(sys.version_info < (3, 11))' \
 	2>/dev/null && { command -v $$p; break; }; done)
 PYTEST_ARGS ?=
+# pytest-xdist processes for make test (0: one process). Most tests wait on real processes (workers,
+# beats, failovers), so two halve the suite's time on 2 cores. Redis databases 1..15 are shared
+# out between them (tests/services), so more than 7 cannot run against one Redis.
+PYTEST_WORKERS ?= 2
 SRC := platform tests dags bench deploy
 
 .PHONY: help install deps-system test lint typecheck demo bench sync-rules image clean
@@ -17,7 +21,7 @@ SRC := platform tests dags bench deploy
 help:
 	@echo "make install      create $(VENV) (Python >= 3.11) and install beatflow with its dev extras"
 	@echo "make demo         install, then run the embedded stack with the example_etl DAG to completion"
-	@echo "make test         install, then run the whole test suite (starts throwaway Redis/PostgreSQL if none runs)"
+	@echo "make test         install, then run the whole test suite in 2 processes (starts throwaway Redis/PostgreSQL if none runs)"
 	@echo "make lint         ruff check, ruff format --check, mypy"
 	@echo "make bench        run every bench/bench_*.py"
 	@echo "make image       build the container image with Podman (localhost/beatflow:local; no registry needed)"
@@ -66,7 +70,7 @@ deps-system:
 		|| echo "warning: deploy/tools.sh failed; the deploy tests will say why"; fi
 
 test: install deps-system
-	$(BIN)/pytest $(PYTEST_ARGS)
+	$(BIN)/pytest -n $(PYTEST_WORKERS) --dist loadgroup $(PYTEST_ARGS)
 
 lint: install
 	$(BIN)/ruff check $(SRC)

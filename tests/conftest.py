@@ -18,12 +18,33 @@ def _unavailable(what: str, exc: BaseException) -> None:
     pytest.skip(f"{what} not available: {exc}")
 
 
-_USED: dict[str, str] = {}  # what this run's fixtures used, for the summary
+_USED: dict[str, str] = {}  # what the fixtures used (the xdist workers' too), for the summary
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    output = getattr(session.config, "workeroutput", None)  # an xdist worker: tell the controller
+    if output is not None:
+        output["services_used"] = dict(_USED)
+
+
+def pytest_testnodedown(node: object, error: object) -> None:
+    """xdist's controller: a worker ended; keep what its fixtures used for the summary."""
+    for name, how in getattr(node, "workeroutput", {}).get("services_used", {}).items():
+        if how not in _USED.get(name, "").split("; "):  # each worker's throwaway server
+            _USED[name] = f"{_USED[name]}; {how}" if name in _USED else how
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     for name, how in _USED.items():
         terminalreporter.write_line(f"{name}: {how}")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Under pytest-xdist (``make test``), the container tests share one image tag and one
+    Podman store: they all run in one worker (``--dist loadgroup``)."""
+    for item in items:
+        if item.nodeid.startswith("tests/container/"):
+            item.add_marker(pytest.mark.xdist_group("podman"))
 
 
 @pytest.fixture(scope="session", autouse=True)

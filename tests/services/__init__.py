@@ -48,6 +48,7 @@ __all__ = [
     "start_redis_server",
     "stop_all",
     "terminate_tree",
+    "xdist_databases",
 ]
 
 
@@ -62,17 +63,33 @@ def stop_all() -> None:
 # ------------------------------------------------------------------ shared-or-throwaway
 
 
+def xdist_databases(count: int = 15) -> list[int]:
+    """The Redis databases (of 1..``count``) this test process may flush: all of them, or under
+    pytest-xdist (``make test`` runs two processes) the worker's own share, so that one worker
+    never flushes a database another is using."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+    if not worker.startswith("gw") or workers <= 1:
+        return list(range(1, count + 1))
+    index = int(worker[2:])
+    share = [db for db in range(1, count + 1) if (db - 1) % workers == index]
+    if len(share) < 2:
+        raise ServiceError(f"{workers} xdist workers leave {worker} under two Redis databases")
+    return share
+
+
 @dataclass
 class RedisServer:
     url: str  # base URL, database 0
     description: str = ""
-    _next_db: int = 1
+    _used: int = 0
     _owned: OwnedRedis | None = None
 
     def fresh_db_url(self) -> str:
-        # Databases 1..15 rotate; each is flushed before use.
-        db = self._next_db
-        self._next_db = 1 + (self._next_db % 15)
+        # This process's share of databases 1..15 rotates; each is flushed before use.
+        dbs = xdist_databases()
+        db = dbs[self._used % len(dbs)]
+        self._used += 1
         parts = urlsplit(self.url)
         url = urlunsplit((parts.scheme, parts.netloc, f"/{db}", "", ""))
         flush_redis(url)

@@ -138,3 +138,19 @@ def test_forcing_throwaway_services_ignores_the_running_ones() -> None:
         redis_server.stop()
         postgres_server.stop()
     assert time.monotonic() - started < 60
+
+
+def test_xdist_workers_flush_disjoint_redis_databases(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("PYTEST_XDIST_WORKER", raising=False)
+    monkeypatch.delenv("PYTEST_XDIST_WORKER_COUNT", raising=False)
+    assert services.xdist_databases() == list(range(1, 16))
+    shares = []
+    for index in range(2):
+        monkeypatch.setenv("PYTEST_XDIST_WORKER", f"gw{index}")
+        monkeypatch.setenv("PYTEST_XDIST_WORKER_COUNT", "2")
+        shares.append(services.xdist_databases())
+    assert shares == [[1, 3, 5, 7, 9, 11, 13, 15], [2, 4, 6, 8, 10, 12, 14]]
+    monkeypatch.setenv("PYTEST_XDIST_WORKER", "gw7")
+    monkeypatch.setenv("PYTEST_XDIST_WORKER_COUNT", "8")
+    with pytest.raises(services.ServiceError, match="under two Redis databases"):
+        services.xdist_databases()
