@@ -13,8 +13,8 @@ first side rotates by round and sample); medians are printed with the ratio beat
 are read in round 1 around each bulk row, after waiting for every backend to flush its
 statistics (PostgreSQL flushes an idle backend's within ~10 s).
 
-A third side, "raw + 2 commits", runs the chain and bulk rows on the same stock app with
-``raw.durable`` (bench/raw_app.py): the no-op plus a claim INSERT and a finish UPDATE committed
+A third side, "raw + 2 commits", runs the chain, the bulk rows and the map on the same stock app
+with ``raw.durable`` (bench/raw_app.py): the no-op plus a claim INSERT and a finish UPDATE committed
 one by one with bare psycopg (its own database, so beatflow's counters stay its own). It is the
 least an exactly-once scheme pays on this machine; beatflow / that side is beatflow's own
 overhead above durability (``--no-durable`` leaves it out). The CPU table (round 1, per task
@@ -461,6 +461,7 @@ def make_rows(
                 lambda: b.bf_one("b_map"),
                 task_runs=map_width + 2,
                 dag_runs=1,
+                durable=lambda: b.raw_group(map_width, DURABLE),
             ),
             Row(  # last, so that --only keeps the numbers of the rows before it
                 "500 one-task runs in one call (group)",
