@@ -39,12 +39,19 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
         terminalreporter.write_line(f"{name}: {how}")
 
 
+PLAIN_INSTALL = "tests/integration/test_plain_install.py"
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Under pytest-xdist (``make test``), the container tests share one image tag and one
-    Podman store: they all run in one worker (``--dist loadgroup``)."""
+    """Under pytest-xdist (``make test``, ``--dist loadgroup``) a test file runs in one worker:
+    its module-scoped stack is built once, and a test that reads what the file's earlier tests
+    left (a page listing their runs) finds it. The tests that build beatflow's wheel from the
+    source tree (the container image, the plain install) run in one worker: two builds at once
+    would share its build/ and egg-info; the container tests also share one image tag."""
     for item in items:
-        if item.nodeid.startswith("tests/container/"):
-            item.add_marker(pytest.mark.xdist_group("podman"))
+        path = item.nodeid.split("::", 1)[0]
+        builds = path.startswith("tests/container/") or path == PLAIN_INSTALL
+        item.add_marker(pytest.mark.xdist_group("source-builds" if builds else path))
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -9,6 +9,7 @@ import json
 import sys
 import urllib.error
 import urllib.request
+import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -103,7 +104,7 @@ def stack(
 ) -> Iterator[Stack]:
     tmp = tmp_path_factory.mktemp("celery")
     redis_url = redis_server.fresh_db_url()
-    db_name = f"bf_{__name__.rsplit('.', 1)[-1][:8]}_{tmp.name[-6:]}".replace("-", "_")
+    db_name = f"bf_{uuid.uuid4().hex[:12]}"  # unique across xdist workers (their tmp names repeat)
     db_url = postgres_server.create_database(db_name)
     port = services.free_port()
     try:
