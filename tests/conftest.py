@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import uuid
+from collections import defaultdict
 from collections.abc import Callable, Iterator
 
 import pytest
@@ -18,25 +19,26 @@ def _unavailable(what: str, exc: BaseException) -> None:
     pytest.skip(f"{what} not available: {exc}")
 
 
-_USED: dict[str, str] = {}  # what the fixtures used (the xdist workers' too), for the summary
+# what the fixtures used, the xdist workers' too (each may start its own throwaway server), for
+# the summary: service -> its descriptions in order
+_USED: dict[str, dict[str, None]] = defaultdict(dict)
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
     output = getattr(session.config, "workeroutput", None)  # an xdist worker: tell the controller
     if output is not None:
-        output["services_used"] = dict(_USED)
+        output["services_used"] = {name: list(hows) for name, hows in _USED.items()}
 
 
 def pytest_testnodedown(node: object, error: object) -> None:
     """xdist's controller: a worker ended; keep what its fixtures used for the summary."""
-    for name, how in getattr(node, "workeroutput", {}).get("services_used", {}).items():
-        if how not in _USED.get(name, "").split("; "):  # each worker's throwaway server
-            _USED[name] = f"{_USED[name]}; {how}" if name in _USED else how
+    for name, hows in getattr(node, "workeroutput", {}).get("services_used", {}).items():
+        _USED[name].update(dict.fromkeys(hows))
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
-    for name, how in _USED.items():
-        terminalreporter.write_line(f"{name}: {how}")
+    for name, hows in _USED.items():
+        terminalreporter.write_line(f"{name}: {'; '.join(hows)}")
 
 
 PLAIN_INSTALL = "tests/integration/test_plain_install.py"
@@ -70,7 +72,7 @@ def redis_server() -> Iterator[services.RedisServer]:
     except services.ServiceError as exc:
         _unavailable("Redis", exc)
         raise
-    _USED["Redis"] = server.description
+    _USED["Redis"][server.description] = None
     yield server
     server.stop()
 
@@ -83,7 +85,7 @@ def postgres_server() -> Iterator[services.PostgresServer]:
     except services.ServiceError as exc:
         _unavailable("PostgreSQL", exc)
         raise
-    _USED["PostgreSQL"] = server.description
+    _USED["PostgreSQL"][server.description] = None
     yield server
     server.stop()
 
