@@ -11,8 +11,10 @@ PYTHON ?= $(shell for p in python3.13 python3.12 python3.11 python3; do \
 	2>/dev/null && { command -v $$p; break; }; done)
 PYTEST_ARGS ?=
 # pytest-xdist processes for make test (0: one process). Most tests wait on real processes (workers,
-# beats, failovers), so two halve the suite's time on 2 cores. Redis databases 1..15 are shared
-# out between them (tests/services), so more than 7 cannot run against one Redis.
+# beats, failovers), so two halve the suite's time on 2 cores. Each test file runs whole in one
+# process (--dist loadfile: a module's stack is built once, and its tests may read what the file's
+# earlier tests left). Redis databases 1..15 are shared out between the processes
+# (tests/services), so more than 7 cannot run against one Redis.
 PYTEST_WORKERS ?= 2
 SRC := platform tests dags bench deploy
 
@@ -70,7 +72,7 @@ deps-system:
 		|| echo "warning: deploy/tools.sh failed; the deploy tests will say why"; fi
 
 test: install deps-system
-	$(BIN)/pytest -n $(PYTEST_WORKERS) --dist loadgroup $(PYTEST_ARGS)
+	$(BIN)/pytest -n $(PYTEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
 
 lint: install
 	$(BIN)/ruff check $(SRC)

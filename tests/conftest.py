@@ -41,21 +41,6 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
         terminalreporter.write_line(f"{name}: {'; '.join(hows)}")
 
 
-PLAIN_INSTALL = "tests/integration/test_plain_install.py"
-
-
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Under pytest-xdist (``make test``, ``--dist loadgroup``) a test file runs in one worker:
-    its module-scoped stack is built once, and a test that reads what the file's earlier tests
-    left (a page listing their runs) finds it. The tests that build beatflow's wheel from the
-    source tree (the container image, the plain install) run in one worker: two builds at once
-    would share its build/ and egg-info; the container tests also share one image tag."""
-    for item in items:
-        path = item.nodeid.split("::", 1)[0]
-        builds = path.startswith("tests/container/") or path == PLAIN_INSTALL
-        item.add_marker(pytest.mark.xdist_group("source-builds" if builds else path))
-
-
 @pytest.fixture(scope="session", autouse=True)
 def _throwaway_services() -> Iterator[None]:
     """Reap servers a killed earlier run left behind; stop every server this run started."""

@@ -15,7 +15,7 @@ import uuid
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-from tests import procs
+from tests import procs, services
 
 IMAGE = os.environ.get("BEATFLOW_TEST_IMAGE", "localhost/beatflow:test")
 LABEL = f"beatflow-test={uuid.uuid4().hex[:10]}"
@@ -90,13 +90,14 @@ def build_image() -> tuple[str, float]:
         "BEATFLOW_SERVICE_IMAGES": "1",  # Redis and PostgreSQL for test_compose_stack
         "PYTHON": str(procs.ROOT / ".venv" / "bin" / "python"),
     }
-    done = subprocess.run(
-        ["bash", str(procs.ROOT / "deploy" / "image.sh")],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=1500,
-    )
+    with services.source_build_lock():  # its wheel is built from the source tree
+        done = subprocess.run(
+            ["bash", str(procs.ROOT / "deploy" / "image.sh")],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=1500,
+        )
     if done.returncode != 0:
         raise AssertionError(f"deploy/image.sh failed:\n{done.stderr[-5000:]}")
     return IMAGE, time.monotonic() - started

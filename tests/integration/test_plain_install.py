@@ -31,7 +31,8 @@ def plain_venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
     tmp = tmp_path_factory.mktemp("plain")
     wheels = tmp / "wheels"
     pip = [sys.executable, "-m", "pip", "--disable-pip-version-check", "-q"]
-    _pip([*pip, "wheel", "--no-deps", "-w", str(wheels), str(ROOT)])
+    with services.source_build_lock():
+        _pip([*pip, "wheel", "--no-deps", "-w", str(wheels), str(ROOT)])
     (wheel,) = wheels.glob("beatflow-*.whl")
     target = tmp / "venv"
     venv.create(target, with_pip=True, clear=True)

@@ -19,6 +19,7 @@ from tests.services._base import (
     force_throwaway,
     free_port,
     reap_orphans,
+    source_build_lock,
     terminate_tree,
 )
 from tests.services.postgres_server import (
@@ -45,6 +46,7 @@ __all__ = [
     "reap_orphans",
     "redis_binary",
     "start_postgres_server",
+    "source_build_lock",
     "start_redis_server",
     "stop_all",
     "terminate_tree",

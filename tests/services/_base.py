@@ -15,10 +15,19 @@ from pathlib import Path
 from typing import Protocol
 
 import psutil
+from filelock import FileLock
 
 # Each owned server writes a record here naming its owner (this pytest process): a later run
 # reaps servers whose owner died (SIGKILL, OOM) before it could stop them.
 STATE_DIR = Path(tempfile.gettempdir()) / "beatflow-test-services"
+
+
+def source_build_lock() -> FileLock:
+    """Held while a test builds beatflow's wheel from the source tree (the plain install, the
+    container image): pip builds in the tree (build/, egg-info), so two xdist processes must not
+    build at once."""
+    STATE_DIR.mkdir(parents=True, exist_ok=True)
+    return FileLock(STATE_DIR / "source-build.lock")
 
 
 class ServiceError(Exception):
