@@ -311,6 +311,8 @@ class Bench:
     tick: datetime = field(default_factory=lambda: datetime(2030, 1, 1, tzinfo=UTC))
 
     missed: int = 0  # results raw Celery's backend stored but never announced (see raw_wait)
+    # run id -> (wall clock before the trigger, after the follower woke), for chain_hops
+    followed: dict[str, tuple[datetime, datetime]] = field(default_factory=dict)
 
     # raw Celery ---------------------------------------------------------------
     def raw_wait(self, result: Any, timeout: float) -> None:
@@ -348,7 +350,9 @@ class Bench:
     def bf_one(self, dag_id: str) -> None:
         # subscribed before the trigger, as Celery's result.get() is before its send; woken by
         # the close
+        before = datetime.now(UTC)
         final = trigger_and_follow(self.app, dag_id, timeout=1800)
+        self.followed[final.run_id] = (before, datetime.now(UTC))
         assert final.state == "success", final
 
     def bf_trigger(self, dag_id: str, n: int) -> list[tuple[str, str]]:
@@ -634,7 +638,7 @@ def main() -> None:
     report(rows, floor)
     report_cpu(rows)
     if not only or 1 in only:
-        print(chain_hops(dsn))
+        print(chain_hops(dsn, b.followed))
     for kind, seconds in plan_seconds().items():
         print(f"plan a 10,000-task non-series-parallel DAG ({kind}): {seconds * 1000:,.0f} ms")
 
@@ -731,35 +735,49 @@ def metered(row: Row, side: str, fn: Callable[[], None], cpu: CpuMeter, meter: P
     return spent[0]
 
 
-def chain_hops(dsn: str, runs: int = 30) -> str:
-    """Where a beatflow chain hop's time goes, from the task runs' own timestamps (medians over
-    the last ``runs`` 10-task chains): ``started_at`` is stamped just before a task's
-    read-and-claim, ``ended_at`` just before its finish."""
-    inside, between, first = [], [], []
+def chain_hops(dsn: str, followed: dict[str, tuple[datetime, datetime]], runs: int = 30) -> str:
+    """Where a beatflow chain's time goes, from the task runs' own timestamps (medians over the
+    last ``runs`` 10-task chains): ``started_at`` is stamped just before a task's read-and-claim,
+    ``ended_at`` just before its finish; ``followed`` has each run's wall clock before its
+    trigger call and after its follower woke (the bench's own, same host clock)."""
+    parts: dict[str, list[float]] = {
+        k: [] for k in ("trigger", "first", "inside", "between", "close", "woken", "whole")
+    }
     with psycopg.connect(dsn) as conn:
         done = conn.execute(
-            "SELECT run_id, queued_at FROM dag_runs WHERE dag_id = 'b_chain10' "
+            "SELECT run_id, queued_at, ended_at FROM dag_runs WHERE dag_id = 'b_chain10' "
             "AND state = 'success' ORDER BY queued_at DESC LIMIT %s",
             (runs,),
         ).fetchall()
-        for run_id, queued_at in done:
+        for run_id, queued_at, ended_at in done:
             tasks = conn.execute(
                 "SELECT started_at, ended_at FROM task_runs WHERE dag_id = 'b_chain10' "
                 "AND run_id = %s ORDER BY substr(task_id, 2)::int",
                 (run_id,),
             ).fetchall()
-            first.append((tasks[0][0] - queued_at).total_seconds())
-            inside += [(end - start).total_seconds() for start, end in tasks]
-            between += [(b[0] - a[1]).total_seconds() for a, b in itertools.pairwise(tasks)]
+            parts["first"].append((tasks[0][0] - queued_at).total_seconds())
+            parts["inside"] += [(end - start).total_seconds() for start, end in tasks]
+            parts["between"] += [
+                (b[0] - a[1]).total_seconds() for a, b in itertools.pairwise(tasks)
+            ]
+            parts["close"].append((ended_at - tasks[-1][1]).total_seconds())
+            if run_id in followed:
+                before, woke = followed[run_id]
+                parts["trigger"].append((queued_at - before).total_seconds())
+                parts["woken"].append((woke - ended_at).total_seconds())
+                parts["whole"].append((woke - before).total_seconds())
     if not done:
         return "chain hops: no finished 10-task chain"
 
-    def ms(values: list[float]) -> str:
-        return f"{statistics.median(values) * 1000:.2f} ms"
+    def ms(key: str) -> str:
+        values = parts[key]
+        return f"{statistics.median(values) * 1000:.2f} ms" if values else "n/a"
 
     return (
-        f"10-task chain, one hop (medians over {len(done)} runs): queued -> first claim "
-        f"{ms(first)}, claim -> finish {ms(inside)}, finish -> next claim {ms(between)}"
+        f"10-task chain, one hop (medians over {len(done)} runs): trigger call -> queued "
+        f"{ms('trigger')}, queued -> first claim {ms('first')}, claim -> finish {ms('inside')}, "
+        f"finish -> next claim {ms('between')}, last finish -> run ended {ms('close')}, "
+        f"run ended -> follower woke {ms('woken')} (whole {ms('whole')})"
     )
 
 
