@@ -27,6 +27,7 @@ from __future__ import annotations
 import argparse
 import itertools
 import os
+import re
 import signal
 import statistics
 import sys
@@ -637,6 +638,7 @@ def main() -> None:
         raw_worker.stop()
     report(rows, floor)
     report_cpu(rows)
+    print(slot_times(raw_worker.log_path, worker.log_path))
     if not only or 1 in only:
         print(chain_hops(dsn, b.followed))
     for kind, seconds in plan_seconds().items():
@@ -860,6 +862,27 @@ def report(rows: list[Row], floor: dict[str, float] | None) -> None:
             f"{f['tup_updated'] / 1000:>7.2f} {f['tup_inserted'] / 1000:>7.2f} {'':>8} {'':>9} "
             f"{f['cpu_s']:>15.3f}"
         )
+
+
+SUCCEEDED = re.compile(r"Task (\S+)\[[^\]]*\] succeeded in ([0-9.e-]+)s")
+
+
+def slot_times(raw_log: Path, bf_log: Path) -> str:
+    """How long a worker slot holds each task, by Celery's own "succeeded in" log line (from the
+    task's start in the pool to the end of its post-processing: its chain's next step sent, its
+    result stored): medians over every task of the run, by side (``raw.noop``, the floor's
+    ``raw.durable``, beatflow's node tasks). Empty when the loglevel hides the line."""
+    sides: dict[str, list[float]] = {"raw": [], "raw + 2 commits": [], "beatflow": []}
+    for path in (raw_log, bf_log):
+        text = path.read_text(errors="replace") if path.exists() else ""
+        for name, seconds in SUCCEEDED.findall(text):
+            side = {"raw.noop": "raw", DURABLE: "raw + 2 commits"}.get(name, "beatflow")
+            sides[side].append(float(seconds))
+    got = [f"{k} {statistics.median(v) * 1000:.2f} ms" for k, v in sides.items() if v]
+    if not got:
+        return "time in a worker slot per task: no 'succeeded in' lines (loglevel above info)"
+    counts = "/".join(f"{len(v):,}" for v in sides.values() if v)
+    return f"time in a worker slot per task (medians over {counts} tasks): " + ", ".join(got)
 
 
 def report_cpu(rows: list[Row]) -> None:
