@@ -20,6 +20,11 @@ least an exactly-once scheme pays on this machine; beatflow / that side is beatf
 overhead above durability (``--no-durable`` leaves it out). The CPU table (round 1, per task
 run) splits each side by process (client, consumer, pool, Redis, PostgreSQL backends), this
 side's too, so what beatflow spends above durability shows process by process.
+
+Last come how long a worker slot holds a task on each side (Celery's own "succeeded in" lines,
+medians over the whole run) and where a beatflow chain's time goes: the trigger call, the first
+hop, each hop's claim -> finish and finish -> next claim, and the follower's wake after the run
+ended.
 """
 
 from __future__ import annotations
