@@ -746,9 +746,10 @@ def chain_hops(dsn: str, followed: dict[str, tuple[datetime, datetime]], runs: i
     """Where a beatflow chain's time goes, from the task runs' own timestamps (medians over the
     last ``runs`` 10-task chains): ``started_at`` is stamped just before a task's read-and-claim,
     ``ended_at`` just before its finish; ``followed`` has each run's wall clock before its
-    trigger call and after its follower woke (the bench's own, same host clock)."""
+    trigger call and after its follower woke (the bench's own, same host clock). The run's end
+    is not a part of its own: the closing task's finish stamps it with the task's ``ended_at``."""
     parts: dict[str, list[float]] = {
-        k: [] for k in ("trigger", "first", "inside", "between", "close", "woken", "whole")
+        k: [] for k in ("trigger", "first", "inside", "between", "woken", "whole")
     }
     with psycopg.connect(dsn) as conn:
         done = conn.execute(
@@ -767,7 +768,6 @@ def chain_hops(dsn: str, followed: dict[str, tuple[datetime, datetime]], runs: i
             parts["between"] += [
                 (b[0] - a[1]).total_seconds() for a, b in itertools.pairwise(tasks)
             ]
-            parts["close"].append((ended_at - tasks[-1][1]).total_seconds())
             if run_id in followed:
                 before, woke = followed[run_id]
                 parts["trigger"].append((queued_at - before).total_seconds())
@@ -783,8 +783,8 @@ def chain_hops(dsn: str, followed: dict[str, tuple[datetime, datetime]], runs: i
     return (
         f"10-task chain, one hop (medians over {len(done)} runs): trigger call -> queued "
         f"{ms('trigger')}, queued -> first claim {ms('first')}, claim -> finish {ms('inside')}, "
-        f"finish -> next claim {ms('between')}, last finish -> run ended {ms('close')}, "
-        f"run ended -> follower woke {ms('woken')} (whole {ms('whole')})"
+        f"finish -> next claim {ms('between')}, run ended -> follower woke {ms('woken')} "
+        f"(whole {ms('whole')})"
     )
 
 
@@ -876,7 +876,7 @@ def slot_times(raw_log: Path, bf_log: Path) -> str:
     """How long a worker slot holds each task, by Celery's own "succeeded in" log line (from the
     task's start in the pool to the end of its post-processing: its chain's next step sent, its
     result stored): medians over every task of the run, by side (``raw.noop``, the floor's
-    ``raw.durable``, beatflow's node tasks). Empty when the loglevel hides the line."""
+    ``raw.durable``, beatflow's node tasks); says so when the loglevel hides the line."""
     sides: dict[str, list[float]] = {"raw": [], "raw + 2 commits": [], "beatflow": []}
     for path in (raw_log, bf_log):
         text = path.read_text(errors="replace") if path.exists() else ""
