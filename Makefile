@@ -18,7 +18,7 @@ PYTEST_ARGS ?=
 PYTEST_WORKERS ?= 2
 SRC := platform tests dags bench deploy
 
-.PHONY: help install deps-system test lint typecheck demo bench sync-rules image clean
+.PHONY: help install deps-system test lint typecheck demo bench sync-rules image clean docs
 
 help:
 	@echo "make install      create $(VENV) (Python >= 3.11) and install beatflow with its dev extras"
@@ -26,6 +26,7 @@ help:
 	@echo "make test         install, then run the whole test suite in 2 processes (starts throwaway Redis/PostgreSQL if none runs)"
 	@echo "make lint         ruff check, ruff format --check, mypy"
 	@echo "make bench        run every bench/bench_*.py"
+	@echo "make docs         build the docs site into build/site (mkdocs build --strict)"
 	@echo "make image       build the container image with Podman (localhost/beatflow:local; no registry needed)"
 	@echo "make sync-rules   regenerate the alert-rule copies (k8s, Helm) from the rule files"
 	@echo "make clean        remove caches and the embedded stack's state (.beatflow/); keeps $(VENV)"
@@ -84,6 +85,11 @@ typecheck: install
 
 demo: install
 	$(BIN)/beatflow dev --run example_etl
+
+# The docs site: reference pages are generated from the code (docs/gen), warnings are errors.
+docs: install
+	@$(BIN)/python -c 'import material, mkdocs' 2>/dev/null || $(BIN)/python -m pip install --quiet -e '.[docs]'
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
 
 bench: install
 	@set -e; shopt -s nullglob; files=(bench/bench_*.py); \
