@@ -215,10 +215,10 @@ def metric_rows() -> list[tuple[str, str, tuple[str, ...], str]]:
 
     rows = []
     for metric in Metrics().all():
-        kind = metric._type  # noqa: SLF001 - prometheus_client has no public accessor
-        name = metric._name + ("_total" if kind == "counter" else "")  # noqa: SLF001
-        labels = tuple(metric._labelnames)  # noqa: SLF001
-        rows.append((name, kind, labels, metric._documentation))  # noqa: SLF001
+        kind = metric._type  # prometheus_client has no public accessor for these
+        name = metric._name + ("_total" if kind == "counter" else "")
+        labels = tuple(metric._labelnames)
+        rows.append((name, kind, labels, metric._documentation))
     return sorted(rows)
 
 
@@ -256,11 +256,13 @@ def layers_page() -> str:
     missing = sorted({p for layer in stack for p in layer} - set(meanings))
     if missing:
         raise DocsError(f"docs/gen/layers.yml says nothing of {', '.join(missing)}")
-    rows = [" layer  package              what it holds", " ─────  ───────────────────  " + "─" * 62]
+    rows = [
+        " layer  package              what it holds",
+        " ─────  ───────────────────  " + "─" * 62,
+    ]
     for index in reversed(range(len(stack))):
         for package in sorted(stack[index]):
-            shown = package if package == "beatflow" or "." in package else package
-            rows.append(f"  {index:>3}   {shown:<19}  {meanings[package]}")
+            rows.append(f"  {index:>3}   {package:<19}  {meanings[package]}")
     intro = (GEN / "layers_intro.md").read_text()
     return "# Layers\n\n" + NOTE + intro + "\n```text\n" + "\n".join(rows) + "\n```\n"
 

@@ -8,10 +8,13 @@ A block the test cannot run says so on the line before it, with a reason:
 
 from __future__ import annotations
 
+import builtins
+import contextlib
 import json
 import re
 import shlex
 import subprocess
+import symtable
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -170,11 +173,35 @@ def test_blocks_that_name_a_shipped_file_quote_it(block: Block) -> None:
     )
 
 
+def undefined_names(source: str, where: str) -> set[str]:
+    """Globals that functions of ``source`` read but nothing defines (a name error that only
+    a call would raise, which running the module does not)."""
+    table = symtable.symtable(source, where, "exec")
+    defined = {s.get_name() for s in table.get_symbols() if s.is_assigned() or s.is_imported()}
+    defined |= set(dir(builtins))
+    missing: set[str] = set()
+
+    def walk(scope: symtable.SymbolTable) -> None:
+        for child in scope.get_children():
+            missing.update(
+                s.get_name()
+                for s in child.get_symbols()
+                if s.is_global() and s.is_referenced() and s.get_name() not in defined
+            )
+            walk(child)
+
+    walk(table)
+    return missing
+
+
 @pytest.mark.parametrize("block", blocks("python"))
-def test_python_blocks_compile(block: Block) -> None:
+def test_python_blocks_compile_and_name_nothing_undefined(block: Block) -> None:
     if block.marker == "skip":
         pytest.skip(f"{block.where} is marked skip")
     compile(block.text, block.where, "exec")
+    if shipped_file(block) is None:  # a quote is checked against its file instead
+        missing = undefined_names(block.text, block.where)
+        assert not missing, f"{block.where} uses names it never defines: {sorted(missing)}"
 
 
 @pytest.mark.parametrize("block", [p for p in blocks("python") if is_dag_module(p.values[0])])
@@ -269,10 +296,8 @@ def parse_beatflow(args: list[str]) -> None:
             raise click.UsageError(f"no such command {rest[0]!r}", ctx)
         ctx = click.Context(sub, info_name=rest[0], parent=ctx)
         command, rest = sub, rest[1:]
-    try:
+    with contextlib.suppress(click.exceptions.Exit):  # --help, --version
         command.make_context(ctx.info_name, rest, parent=ctx.parent)
-    except click.exceptions.Exit:
-        pass  # --help, --version
 
 
 def make_targets() -> set[str]:
@@ -312,7 +337,7 @@ def test_the_shell_check_catches_a_wrong_command_option_or_value() -> None:
 
 
 def test_shell_commands_are_split_into_simple_commands() -> None:
-    text = 'X=1 beatflow dags check && beatflow runs list > out.json  # note\nmake \\\n  docs\n'
+    text = "X=1 beatflow dags check && beatflow runs list > out.json  # note\nmake \\\n  docs\n"
     assert list(shell_commands(text)) == [
         ["beatflow", "dags", "check"],
         ["beatflow", "runs", "list"],
