@@ -18,7 +18,7 @@ PYTEST_ARGS ?=
 PYTEST_WORKERS ?= 2
 SRC := platform tests dags bench deploy
 
-.PHONY: help install deps-system test lint typecheck demo bench sync-rules image clean docs
+.PHONY: help install deps-system test lint typecheck demo bench sync-rules image clean
 
 help:
 	@echo "make install      create $(VENV) (Python >= 3.11) and install beatflow with its dev extras"
@@ -87,6 +87,7 @@ demo: install
 	$(BIN)/beatflow dev --run example_etl
 
 # The docs site: reference pages are generated from the code (docs/gen), warnings are errors.
+.PHONY: docs
 docs: install
 	@$(BIN)/python -c 'import material, mkdocs' 2>/dev/null || $(BIN)/python -m pip install --quiet -e '.[docs]'
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
