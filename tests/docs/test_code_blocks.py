@@ -388,3 +388,28 @@ def test_marked_blocks_give_a_reason() -> None:
                     f"{path.relative_to(ROOT)}:{number}: write the marker as "
                     "<!-- docs-test: skip|compile-only (the reason) -->"
                 )
+
+
+# ------------------------------------------------------------------------------------ paths
+
+PATH_NAME = re.compile(r"`([A-Za-z0-9_.][A-Za-z0-9_./-]*/[A-Za-z0-9_./-]*)`")
+
+
+def test_every_path_the_docs_name_exists() -> None:
+    # Files and folders of the repository (or of the package: `execution/canvas.py`) named in
+    # backticks; a page that names a moved or deleted file says something false.
+    created = {named_file(b) for b in ALL_BLOCKS if b.lang in ("python", "yaml")}
+    ignored = [line for line in (ROOT / ".gitignore").read_text().splitlines() if line.strip()]
+    texts = {p: p.read_text() for p in [*doc_files(), ROOT / "bench" / "RESULTS.md"]}
+    texts.update({p: p.read_text() for p in (ROOT / "docs" / "gen").glob("*.yml")})
+    missing = sorted(
+        f"{path.relative_to(ROOT)}: {name}"
+        for path, text in texts.items()
+        for name in set(PATH_NAME.findall(text))
+        if "://" not in name
+        and name not in created
+        and not any(name.startswith(prefix) for prefix in ignored)  # made by a make target
+        and not (ROOT / name).exists()
+        and not (ROOT / "platform" / "beatflow" / name).exists()
+    )
+    assert not missing, f"no such file or folder: {missing}"
