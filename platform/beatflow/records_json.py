@@ -1,10 +1,15 @@
 """The JSON shapes of records, shared by the CLI's `--json` output and the web API: a stable,
-documented contract (see README, "CLI")."""
+documented contract (see README, "CLI"); and ``loads_bounded``, the one parser for JSON that
+comes from outside (bounded in size and nesting, so no input can make it recurse away)."""
 
 from __future__ import annotations
 
+import json
+import re
 from datetime import datetime
 from typing import Any
+
+from beatflow.errors import BeatflowError
 
 
 def _iso(value: datetime | None) -> str | None:
@@ -61,3 +66,61 @@ def dead_letter_json(d: Any, *, traceback: bool = False) -> dict[str, Any]:
     if traceback:
         out["traceback"] = d.traceback
     return out
+
+
+# ---------------------------------------------------------------------- bounded parsing
+
+MAX_JSON_DEPTH = 64  # nesting of objects and arrays: far above any real conf, far below recursion
+MAX_JSON_BYTES = 64 * 1024
+
+# a JSON string (skipped whole, so brackets inside strings do not count; an unterminated one
+# runs to the end, and nothing backtracks: linear time whatever the input) or one bracket
+_TOKENS = re.compile(r'"(?:[^"\\]++|\\.)*+(?:"|\\?\Z)|[\[\]{}]', re.DOTALL)
+
+
+class JsonLimitError(BeatflowError, ValueError):
+    """Raised when JSON input is over the size or nesting limit (checked before parsing)."""
+
+    def __init__(self, message: str, *, limit: int) -> None:
+        self.limit = limit
+        super().__init__(message)
+
+
+def json_depth(text: str) -> int:
+    """The deepest nesting of objects and arrays in ``text`` (a linear scan, no recursion;
+    well-formedness is left to the parser)."""
+    depth = deepest = 0
+    for match in _TOKENS.finditer(text):
+        token = match.group()
+        if token in ("[", "{"):
+            depth += 1
+            deepest = max(deepest, depth)
+        elif token in ("]", "}"):
+            depth -= 1
+    return deepest
+
+
+def loads_bounded(
+    data: str | bytes,
+    *,
+    max_depth: int = MAX_JSON_DEPTH,
+    max_bytes: int = MAX_JSON_BYTES,
+    what: str = "JSON",
+) -> Any:
+    """``json.loads`` for input from outside (request bodies, forms, the CLI's conf, message
+    bodies): JsonLimitError, naming the limit, for input over ``max_bytes`` or nested deeper
+    than ``max_depth``; ValueError (json.JSONDecodeError, UnicodeDecodeError) for bad JSON.
+    Never a RecursionError however the input is built."""
+    size = len(data) if isinstance(data, bytes) else len(data.encode(errors="surrogatepass"))
+    if size > max_bytes:
+        raise JsonLimitError(
+            f"{what} is {size} bytes, over the limit of {max_bytes} bytes", limit=max_bytes
+        )
+    text = data.decode() if isinstance(data, bytes) else data
+    depth = json_depth(text)
+    if depth > max_depth:
+        raise JsonLimitError(
+            f"{what} is nested {depth} levels deep, over the limit of {max_depth} levels",
+            limit=max_depth,
+        )
+    return json.loads(text)

@@ -85,6 +85,8 @@ class Settings:
     web_password: str = ""  # required by `beatflow web`
     web_tokens: str = ""  # comma-separated name:token pairs (bearer tokens for machines)
     web_secret_key: str = ""  # session signing key; empty: random per process
+    web_session_idle_seconds: int = 3600  # a session unused this long ends
+    web_session_max_seconds: int = 43_200  # a session ends this long after its login anyway
     web_flower_url: str = ""  # Flower's address for task links; empty: this host, flower_port
     task_log_max_bytes: int = 65_536  # per task run try; 0 turns log capture off
     api_url: str = ""  # `beatflow dags trigger` goes through this web API when set
@@ -550,6 +552,8 @@ _PARSERS: dict[str, Callable[[str], Any]] = {
     "metrics_port": _int(1, 65535),
     "web_port": _int(1, 65535),
     "web_tokens": _tokens,
+    "web_session_idle_seconds": _int(60),
+    "web_session_max_seconds": _int(60),
     "web_flower_url": _http_url,
     "task_log_max_bytes": _int(0, 16 << 20),
     "api_url": _http_url,

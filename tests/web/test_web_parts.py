@@ -11,6 +11,7 @@ from pathlib import Path
 from zoneinfo import ZoneInfo
 
 import pytest
+import redis
 
 from beatflow import DAG, task
 from beatflow.dag.schedule import Schedule
@@ -23,29 +24,71 @@ from beatflow.web.auth import Auth
 from beatflow.web.graph import render_svg
 from beatflow.web.limits import ApiError, check_id
 from beatflow.web.schedule_words import schedule_words
+from beatflow.web.sessions import KEY_PREFIX
 from tests.procs import wait_for
+from tests.services import free_port
 
 SETTINGS = Settings(web_password="pw", web_tokens="ci:0123456789abcdef", web_secret_key="k")
 
 
-def test_a_session_cookie_round_trips_and_any_tampering_is_refused() -> None:
-    auth = Auth(SETTINGS)
+def test_a_session_cookie_round_trips_and_any_tampering_is_refused(redis_url: str) -> None:
+    settings = SETTINGS.replace(broker_url=redis_url)
+    auth = Auth(settings)
     cookie = auth.new_session("admin")
     who = auth.read_session(cookie)
     assert who is not None and who.actor == "user:admin" and who.csrf
-    body, mac = cookie.split(".")
-    assert auth.read_session(body + "." + mac[:-2] + "AA") is None
-    assert auth.read_session(body[:-2] + "xx." + mac) is None
+    body, stamp, mac = cookie.split(".")
+    assert auth.read_session(f"{body}.{stamp}.{mac[:-2]}AA") is None
+    assert auth.read_session(f"{body[:-2]}xx.{stamp}.{mac}") is None
     assert auth.read_session("not-a-cookie") is None
-    assert Auth(SETTINGS.replace(web_secret_key="other")).read_session(cookie) is None
-    assert Auth(Settings(web_password="pw")).read_session(cookie) is None  # random key
+    assert Auth(settings.replace(web_secret_key="other")).read_session(cookie) is None
+    assert Auth(settings.replace(web_secret_key="")).read_session(cookie) is None  # random key
 
 
-def test_an_expired_session_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
-    auth = Auth(SETTINGS)
+def test_a_session_older_than_its_maximum_is_refused(
+    redis_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    auth = Auth(SETTINGS.replace(broker_url=redis_url, web_session_max_seconds=600))
     cookie = auth.new_session("admin")
-    monkeypatch.setattr(time, "time", lambda: 10**12)
+    assert auth.read_session(cookie) is not None
+    later = time.time() + 601
+    monkeypatch.setattr(time, "time", lambda: later)
     assert auth.read_session(cookie) is None
+
+
+def test_an_idle_session_ends_and_a_used_one_is_kept(redis_url: str) -> None:
+    auth = Auth(SETTINGS.replace(broker_url=redis_url, web_session_idle_seconds=2))
+    client = redis.Redis.from_url(redis_url)
+    idle = auth.new_session("admin")
+    [idle_key] = client.keys(KEY_PREFIX + "*")
+    used = auth.new_session("admin")
+    assert 0 < client.ttl(idle_key) <= 2
+
+    def idle_gone() -> bool:
+        assert auth.read_session(used) is not None  # each use restarts its idle clock
+        return not client.exists(idle_key)  # looked at without touching it
+
+    wait_for(idle_gone, 15.0, 0.2, "the idle session to end")
+    assert auth.read_session(idle) is None
+    assert auth.read_session(used) is not None
+
+
+def test_a_session_ended_at_logout_is_refused_everywhere(redis_url: str) -> None:
+    settings = SETTINGS.replace(broker_url=redis_url)
+    auth, other_process = Auth(settings), Auth(settings)
+    cookie = auth.new_session("admin")
+    assert other_process.read_session(cookie) is not None
+    auth.end_session(cookie)
+    assert auth.read_session(cookie) is None
+    assert other_process.read_session(cookie) is None
+    auth.end_session("not-a-cookie")  # nothing to end: no error
+
+
+def test_sessions_need_their_redis_and_say_so() -> None:
+    auth = Auth(SETTINGS.replace(broker_url=f"redis://127.0.0.1:{free_port()}/0"))
+    with pytest.raises(ApiError) as err:
+        auth.new_session("admin")
+    assert err.value.status == 503 and "session store (Redis) is unavailable" in err.value.message
 
 
 def test_passwords_and_tokens_are_checked_exactly() -> None:

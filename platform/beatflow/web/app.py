@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 import secrets
+from collections.abc import Sequence
 from typing import Any
 
 from fastapi import Depends, FastAPI, Request
@@ -58,7 +59,7 @@ def create_web_app(settings: Settings, runtime: Runtime | None = None) -> FastAP
 
     @app.get("/api/v1/openapi.json", include_in_schema=False, dependencies=[Depends(api_user)])
     def openapi() -> dict[str, Any]:
-        return app.openapi()
+        return api.openapi_document(app)
 
     app.include_router(api.router)
     app.include_router(pages.router)
@@ -78,17 +79,25 @@ def create_web_app(settings: Settings, runtime: Runtime | None = None) -> FastAP
 
     @app.exception_handler(RequestValidationError)
     async def bad_request(request: Request, exc: RequestValidationError) -> Response:
-        problems = [
-            f"{'.'.join(str(p) for p in e.get('loc', ()))}: {e.get('msg', 'invalid')}"
-            for e in exc.errors()
-        ]
-        return JSONResponse(
-            {"error": "invalid request: " + "; ".join(problems), "status": 400}, 400
-        )
+        return JSONResponse({"error": validation_message(exc.errors()), "status": 400}, 400)
 
     app.add_middleware(SecurityHeaders)
     app.add_middleware(BodyLimit, max_bytes=MAX_BODY_BYTES)  # outermost: before anything reads
     return app
+
+
+def validation_message(errors: Sequence[Any]) -> str:
+    """One line for FastAPI's validation errors: unknown body fields named first (a typo must
+    not pass silently), then each problem where it is (the input itself is never echoed)."""
+    unknown = [str(e["loc"][-1]) for e in errors if e.get("type") == "extra_forbidden"]
+    problems = [
+        f"{'.'.join(str(p) for p in e.get('loc', ()))}: {e.get('msg', 'invalid')}"
+        for e in errors
+        if e.get("type") != "extra_forbidden"
+    ]
+    if unknown:
+        problems.insert(0, f"unknown field(s) {', '.join(unknown)}")
+    return "invalid request: " + "; ".join(problems)
 
 
 def _wants_html(request: Request) -> bool:

@@ -1,13 +1,10 @@
-"""Who is asking: bearer tokens for machines, a signed session cookie for people (HttpOnly,
-SameSite=Strict), CSRF tokens for cookie-authenticated changes. Every comparison of a secret is
-constant-time (``hmac.compare_digest``)."""
+"""Who is asking: bearer tokens for machines, a server-side session for people (its id in a
+signed HttpOnly, SameSite=Strict cookie: see sessions.py), CSRF tokens for cookie-authenticated
+changes. Every comparison of a secret is constant-time (``hmac.compare_digest``)."""
 
 from __future__ import annotations
 
-import base64
-import hashlib
 import hmac
-import json
 import secrets
 import threading
 import time
@@ -17,12 +14,12 @@ from urllib.parse import urlsplit
 from fastapi import Request
 
 from beatflow.settings import Settings, parse_tokens
+from beatflow.web.sessions import SessionStore
 
 SESSION_COOKIE = "bf_session"
 LOGIN_COOKIE = "bf_login"
 CSRF_FIELD = "csrf_token"
 CSRF_HEADER = "x-csrf-token"
-SESSION_SECONDS = 12 * 3600
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 LOGIN_FAILURES = 10  # failed logins from one address within LOGIN_WINDOW before it must wait
 LOGIN_WINDOW = 60.0
@@ -39,14 +36,19 @@ class Principal:
 
 class Auth:
     """Credentials of one web process, from Settings (the secret key is random per process
-    when BEATFLOW_WEB_SECRET_KEY is unset: sessions then end when the process restarts)."""
+    when BEATFLOW_WEB_SECRET_KEY is unset: sessions then end when the process restarts).
+    Sessions live in the broker's Redis."""
 
     def __init__(self, settings: Settings) -> None:
         self.user = settings.web_user
         self._password = settings.web_password.encode()
         self._tokens = [(n, t.encode()) for n, t in parse_tokens(settings.web_tokens).items()]
-        key = settings.web_secret_key or secrets.token_urlsafe(32)
-        self._key = hashlib.sha256(b"beatflow-web-session:" + key.encode()).digest()
+        self.sessions = SessionStore(
+            settings.broker_url,
+            settings.web_secret_key or secrets.token_urlsafe(32),
+            idle_seconds=settings.web_session_idle_seconds,
+            max_seconds=settings.web_session_max_seconds,
+        )
         self._failures: dict[str, list[float]] = {}
         self._failures_lock = threading.Lock()
 
@@ -89,41 +91,18 @@ class Auth:
 
     # ------------------------------------------------------------------ sessions
 
-    def _sign(self, payload: bytes) -> str:
-        mac = hmac.new(self._key, payload, hashlib.sha256).digest()
-        return _b64(payload) + "." + _b64(mac)
-
-    def _unsign(self, value: str) -> dict[str, object] | None:
-        body, _, mac = value.partition(".")
-        try:
-            payload, given = _unb64(body), _unb64(mac)
-        except ValueError:
-            return None
-        expected = hmac.new(self._key, payload, hashlib.sha256).digest()
-        if not hmac.compare_digest(given, expected):
-            return None
-        try:
-            data = json.loads(payload)
-        except ValueError:
-            return None
-        return data if isinstance(data, dict) else None
-
     def new_session(self, user: str) -> str:
-        data = {"u": user, "e": int(time.time()) + SESSION_SECONDS, "c": secrets.token_urlsafe(24)}
-        return self._sign(json.dumps(data, separators=(",", ":")).encode())
+        """The cookie value of a new session for ``user``."""
+        return self.sessions.create(user)
 
     def read_session(self, value: str | None) -> Principal | None:
-        if not value or len(value) > 4096:
+        session = self.sessions.read(value)
+        if session is None:
             return None
-        data = self._unsign(value)
-        if data is None:
-            return None
-        user, expires, csrf = data.get("u"), data.get("e"), data.get("c")
-        if not isinstance(user, str) or not isinstance(expires, int) or not isinstance(csrf, str):
-            return None
-        if expires < time.time():
-            return None
-        return Principal(actor=f"user:{user}", via="session", csrf=csrf)
+        return Principal(actor=f"user:{session.user}", via="session", csrf=session.csrf)
+
+    def end_session(self, value: str | None) -> None:
+        self.sessions.end(value)
 
     def login_token(self) -> str:
         """A pre-session CSRF token for the login form (double-submit: cookie and field)."""
@@ -162,14 +141,3 @@ def csrf_ok(principal: Principal, request: Request, given: str | None) -> bool:
     if not given or not same_origin(request):
         return False
     return hmac.compare_digest(given.encode(), principal.csrf.encode())
-
-
-def _b64(data: bytes) -> str:
-    return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
-
-
-def _unb64(text: str) -> bytes:
-    try:
-        return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
-    except (ValueError, TypeError) as exc:
-        raise ValueError("bad base64") from exc

@@ -1,5 +1,6 @@
 """Request plumbing shared by the API and the pages: the runtime and credentials hung on the
-app, the authenticated caller, JSON bodies parsed with clear errors."""
+app, the authenticated caller (and the security schemes the OpenAPI document names), JSON
+bodies and confs parsed within limits with clear errors."""
 
 from __future__ import annotations
 
@@ -8,14 +9,16 @@ import logging
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
-from fastapi import Request
+from fastapi import Request, Security
+from fastapi.security import APIKeyCookie, HTTPAuthorizationCredentials, HTTPBearer
 
+from beatflow.records_json import JsonLimitError, loads_bounded
 from beatflow.runtime import Runtime
 from beatflow.scheduler.folder import folder_signature
-from beatflow.web.auth import CSRF_HEADER, SAFE_METHODS, Auth, Principal, csrf_ok
-from beatflow.web.limits import ApiError
+from beatflow.web.auth import CSRF_HEADER, SAFE_METHODS, SESSION_COOKIE, Auth, Principal, csrf_ok
+from beatflow.web.limits import MAX_BODY_BYTES, ApiError
 
 log = logging.getLogger(__name__)
 
@@ -60,8 +63,27 @@ def auth_of(request: Request) -> Auth:
     return auth
 
 
-def api_user(request: Request) -> Principal:
-    """The API's caller (bearer token or session); a session's change needs X-CSRF-Token."""
+bearer = HTTPBearer(
+    scheme_name="bearer",
+    auto_error=False,
+    bearerFormat="token",
+    description="a token of BEATFLOW_WEB_TOKENS",
+)
+session_cookie = APIKeyCookie(
+    name=SESSION_COOKIE,
+    scheme_name="session",
+    auto_error=False,
+    description="the session of a login at /login; changes also need the X-CSRF-Token header",
+)
+
+
+def api_user(
+    request: Request,
+    _token: Annotated[HTTPAuthorizationCredentials | None, Security(bearer)] = None,
+    _session: Annotated[str | None, Security(session_cookie)] = None,
+) -> Principal:
+    """The API's caller (bearer token or session); a session's change needs X-CSRF-Token.
+    (The two security parameters document the schemes; Auth reads the request itself.)"""
     who = auth_of(request).authenticate(request)
     if who is None:
         raise ApiError(
@@ -76,13 +98,13 @@ def api_user(request: Request) -> Principal:
     return who
 
 
-async def json_body(request: Request) -> dict[str, Any]:
-    """The request's JSON object body ({} when empty); 400 for anything else."""
-    raw = await request.body()
-    if not raw.strip():
-        return {}
+def parse_body(raw: bytes) -> dict[str, Any]:
+    """A request's JSON object body, parsed within the size and depth limits; 400 naming the
+    problem (or the limit) for anything else."""
     try:
-        data = json.loads(raw)
+        data = loads_bounded(raw, max_bytes=MAX_BODY_BYTES, what="body")
+    except JsonLimitError as exc:
+        raise ApiError(400, str(exc)) from None
     except UnicodeDecodeError:
         raise ApiError(400, "body is not UTF-8 JSON") from None
     except json.JSONDecodeError as exc:
@@ -94,32 +116,16 @@ async def json_body(request: Request) -> dict[str, Any]:
     return data
 
 
-def only(body: dict[str, Any], *names: str) -> None:
-    """400 for a body field the route does not know (a typo must not be silently ignored)."""
-    unknown = sorted(set(body) - set(names))
-    if unknown:
-        raise ApiError(
-            400, f"unknown field(s) {', '.join(unknown)}; expected: {', '.join(names) or 'none'}"
-        )
-
-
-def field(body: dict[str, Any], name: str, kind: type | tuple[type, ...], default: Any) -> Any:
-    value = body.get(name, default)
-    if value is default:
-        return value
-    if not isinstance(value, kind) or (isinstance(value, bool) and kind is int):
-        names = kind.__name__ if isinstance(kind, type) else " or ".join(k.__name__ for k in kind)
-        raise ApiError(400, f'"{name}" must be {names}, got {type(value).__name__}')
-    return value
-
-
 def conf_from(value: Any) -> dict[str, Any] | None:
-    """A trigger's conf: a JSON object, or a string holding one (as the CLI's --conf)."""
+    """A trigger's conf: a JSON object, or a string holding one (as the CLI's --conf), parsed
+    within the same limits as a body."""
     if value is None:
         return None
     if isinstance(value, str):
         try:
-            value = json.loads(value)
+            value = loads_bounded(value, max_bytes=MAX_BODY_BYTES, what="conf")
+        except JsonLimitError as exc:
+            raise ApiError(400, str(exc)) from None
         except json.JSONDecodeError as exc:
             raise ApiError(
                 400, f"conf is not valid JSON ({exc.msg} at column {exc.colno})"

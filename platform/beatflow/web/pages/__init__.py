@@ -1,0 +1,7 @@
+"""Server-rendered pages (Jinja2) and their form actions, one module per resource: every form
+carries the session's CSRF token and is refused without it."""
+
+from beatflow.web.pages import dags, login, runs
+from beatflow.web.pages.base import login_redirect, router
+
+__all__ = ["dags", "login", "login_redirect", "router", "runs"]

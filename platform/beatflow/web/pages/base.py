@@ -1,0 +1,76 @@
+"""What every page shares: the router (outside the OpenAPI document), the logged-in user,
+rendering with the CSP nonce and CSRF token, redirects. Assets come from the package."""
+
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+from typing import Annotated, Any
+from urllib.parse import quote, urlsplit
+
+from fastapi import APIRouter, Depends, Request
+from fastapi.responses import HTMLResponse, RedirectResponse, Response
+from fastapi.templating import Jinja2Templates
+
+from beatflow.web.auth import Principal, csrf_ok
+from beatflow.web.deps import auth_of
+from beatflow.web.limits import ApiError
+
+HERE = Path(__file__).resolve().parent.parent
+STATIC = HERE / "static"
+STATIC_TYPES = {".css": "text/css", ".js": "text/javascript", ".svg": "image/svg+xml"}
+templates = Jinja2Templates(directory=str(HERE / "templates"))  # autoescapes .html
+
+router = APIRouter(include_in_schema=False)
+
+
+def page_user(request: Request) -> Principal:
+    who = auth_of(request).authenticate(request)
+    if who is None:
+        raise ApiError(401, "log in first")
+    return who
+
+
+PageUser = Annotated[Principal, Depends(page_user)]
+
+
+def login_redirect(request: Request) -> Response:
+    target = request.url.path + (f"?{request.url.query}" if request.url.query else "")
+    return RedirectResponse(f"/login?next={quote(target, safe='')}", status_code=303)
+
+
+def render(
+    request: Request, name: str, who: Principal | None, status: int = 200, **ctx: Any
+) -> HTMLResponse:
+    ctx.update(
+        request=request,
+        csrf=who.csrf if who else "",
+        user=who.actor if who else None,
+        nonce=getattr(request.state, "csp_nonce", ""),
+    )
+    return templates.TemplateResponse(request, name, ctx, status_code=status)
+
+
+def check_csrf(request: Request, who: Principal, token: str) -> None:
+    if not csrf_ok(who, request, token):
+        raise ApiError(403, "CSRF check failed: reload the page and submit the form again")
+
+
+def back(url: str) -> RedirectResponse:
+    return RedirectResponse(url, status_code=303)
+
+
+def safe_next(target: str) -> str:
+    parts = urlsplit(target)
+    if not target.startswith("/") or target.startswith("//") or parts.scheme or parts.netloc:
+        return "/"
+    return target
+
+
+@functools.cache
+def app_css() -> str:
+    return (STATIC / "app.css").read_text()
+
+
+def reason_ok(reason: str) -> str:
+    return reason.strip()[:500]
