@@ -11,6 +11,7 @@ from typing import Any
 from fastapi import Depends, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
+from fastapi.routing import APIRoute
 from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -47,6 +48,7 @@ def create_web_app(settings: Settings, runtime: Runtime | None = None) -> FastAP
         docs_url=None,  # Swagger UI would load from a CDN; the document itself is served below
         redoc_url=None,
         openapi_url=None,
+        generate_unique_id_function=_operation_id,
     )
     app.state.runtime = runtime
     app.state.dags_watcher = DagsWatcher(runtime)
@@ -84,6 +86,12 @@ def create_web_app(settings: Settings, runtime: Runtime | None = None) -> FastAP
     app.add_middleware(SecurityHeaders)
     app.add_middleware(BodyLimit, max_bytes=MAX_BODY_BYTES)  # outermost: before anything reads
     return app
+
+
+def _operation_id(route: APIRoute) -> str:
+    """The operation's id in the OpenAPI document: the route function's name (a generated
+    client's function names: trigger_run, get_run ...)."""
+    return route.name
 
 
 def validation_message(errors: Sequence[Any]) -> str:
