@@ -180,6 +180,26 @@ def test_session_changes_without_csrf_proof_are_refused(web: WebServer) -> None:
     ]
 
 
+def test_a_session_cookie_captured_before_logout_is_refused_after_it(web: WebServer) -> None:
+    c, csrf = login(web)
+    try:
+        cookie = c.cookies["bf_session"]
+        assert c.get("/api/v1/dags").status_code == 200
+        out = c.post("/logout", data={"csrf_token": csrf})
+        assert out.status_code == 303 and out.headers["location"] == "/login"
+    finally:
+        c.close()
+    # the captured cookie, replayed as an attacker who copied it would
+    with web.client(token=None, cookies={"bf_session": cookie}) as replay:
+        assert replay.get("/api/v1/dags").status_code == 401
+        pause = replay.post("/api/v1/dags/web_etl/pause", headers={"X-CSRF-Token": csrf})
+        assert pause.status_code == 401
+        form = replay.post("/dags/web_etl/pause", data={"paused": "true", "csrf_token": csrf})
+        assert form.status_code == 401
+    with web.client() as t:
+        assert t.get("/api/v1/dags/web_etl").json()["paused"] is False
+
+
 # ---------------------------------------------------------------------- hostile input
 
 
