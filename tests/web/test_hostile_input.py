@@ -77,7 +77,11 @@ _NUMBERS = st.one_of(
     st.integers(min_value=-(2**70), max_value=2**70).map(str),
     st.sampled_from(["1e309", "-0", "NaN", "Infinity", "0x10", "", " 1", "1.5"]),
 )
-_DEPTH = st.integers(min_value=1, max_value=20_000)
+# deep nesting is what breaks recursive parsers: drawn often, not left to chance
+_DEPTH = st.one_of(
+    st.sampled_from([MAX_JSON_DEPTH, MAX_JSON_DEPTH + 1, 1_000, 5_000, 12_000]),
+    st.integers(min_value=1, max_value=12_000),
+)
 _JSON = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats() | _ANY_TEXT,
     lambda inner: st.lists(inner, max_size=4) | st.dictionaries(_ANY_TEXT, inner, max_size=4),
@@ -87,17 +91,22 @@ _FIELDS = st.sampled_from(
     ["conf", "run_id", "reason", "terminate", "tasks", "downstream", "only_failed", "state"]
     + ["task_id", "csrf_token", "paused", "username", "password", "next"]
 )
-_BODIES = st.one_of(
-    st.binary(max_size=300),
+_DEEP_BODIES = st.one_of(
     _DEPTH.map(lambda n: "[" * n + "]" * n),
     _DEPTH.map(lambda n: '{"conf":' + '{"a":' * n + "1" + "}" * n + "}"),
     _DEPTH.map(lambda n: '{"conf": "' + "{" * n + '"}'),
+    _DEPTH.map(lambda n: '{"tasks": ' + "[" * n + "]" * n + "}"),
+    _DEPTH.map(lambda n: "conf=" + quote('{"a":' + "[" * n + "]" * n + "}")),  # a form field
+)
+_OTHER_BODIES = st.one_of(
+    st.binary(max_size=300),
     st.dictionaries(_FIELDS, _JSON, max_size=5).map(lambda d: json.dumps(d, allow_nan=True)),
     st.dictionaries(_FIELDS, _ANY_TEXT, max_size=5).map(
         lambda d: "&".join(f"{quote(k)}={quote(v)}" for k, v in d.items())
     ),
     st.sampled_from(["", "null", "{}", "[]", '"x"', "{", '{"conf": NaN}', "\ufeff{}"]),
 )
+_BODIES = st.one_of(_DEEP_BODIES, _OTHER_BODIES)  # half of them deep
 _CONTENT_TYPES = st.one_of(
     st.sampled_from(
         [
