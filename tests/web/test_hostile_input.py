@@ -62,6 +62,16 @@ def test_a_deep_conf_in_the_trigger_form_is_a_400_page_naming_the_limit(web: Web
         c.close()
 
 
+def test_unknown_fields_are_named_without_echoing_the_body(web: WebServer) -> None:
+    body = {f"{i}{'k' * 1000}": 1 for i in range(40)}
+    with web.client() as c:
+        r = c.post("/api/v1/dags/web_etl/runs", json=body)
+    assert r.status_code == 400
+    error = r.json()["error"]
+    assert error.startswith("invalid request: unknown field(s) 0kkk") and "and 30 more" in error
+    assert len(error) < 2_000
+
+
 # ---------------------------------------------------------------------- every route, fuzzed
 
 # what an HTTP client can send as a header value (printable ASCII, no surrounding spaces)

@@ -97,15 +97,16 @@ def _operation_id(route: APIRoute) -> str:
 def validation_message(errors: Sequence[Any]) -> str:
     """One line for FastAPI's validation errors: unknown body fields named first (a typo must
     not pass silently), then each problem where it is (the input itself is never echoed)."""
-    unknown = [str(e["loc"][-1]) for e in errors if e.get("type") == "extra_forbidden"]
+    unknown = [str(e["loc"][-1])[:100] for e in errors if e.get("type") == "extra_forbidden"]
     problems = [
-        f"{'.'.join(str(p) for p in e.get('loc', ()))}: {e.get('msg', 'invalid')}"
+        f"{'.'.join(str(p)[:100] for p in e.get('loc', ()))}: {e.get('msg', 'invalid')}"
         for e in errors
         if e.get("type") != "extra_forbidden"
     ]
     if unknown:
-        problems.insert(0, f"unknown field(s) {', '.join(unknown)}")
-    return "invalid request: " + "; ".join(problems)
+        more = f" and {len(unknown) - 10} more" if len(unknown) > 10 else ""
+        problems.insert(0, f"unknown field(s) {', '.join(unknown[:10])}{more}")
+    return "invalid request: " + "; ".join(problems[:20])
 
 
 def _wants_html(request: Request) -> bool:
