@@ -62,6 +62,17 @@ def test_a_deep_conf_in_the_trigger_form_is_a_400_page_naming_the_limit(web: Web
         c.close()
 
 
+def test_a_body_of_whitespace_is_no_body(web: WebServer) -> None:
+    with web.client() as c:
+        for content_type in ("application/json", "text/plain"):
+            r = c.post(
+                "/api/v1/dags/web_etl/runs/no-such-run/cancel",
+                content=b" \n\t ",
+                headers={"content-type": content_type},
+            )
+            assert r.status_code == 404, r.text  # the body was read as {}; the run is unknown
+
+
 def test_unknown_fields_are_named_without_echoing_the_body(web: WebServer) -> None:
     body = {f"{i}{'k' * 1000}": 1 for i in range(40)}
     with web.client() as c:

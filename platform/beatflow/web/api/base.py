@@ -49,7 +49,9 @@ class JsonRoute(APIRoute):
 
         async def bounded(request: Request) -> Response:
             raw = await request.body()
-            if raw.strip():
+            if not raw.strip():
+                request.__dict__["_body"] = b""  # whitespace is no body, as an empty one
+            else:
                 try:
                     data: Any = parse_body(raw)
                 except ApiError as exc:
