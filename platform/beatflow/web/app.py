@@ -59,9 +59,11 @@ def create_web_app(settings: Settings, runtime: Runtime | None = None) -> FastAP
     def healthz() -> dict[str, str]:
         return {"status": "ok"}
 
+    app.openapi = lambda: api.openapi_document(app)  # type: ignore[method-assign]
+
     @app.get("/api/v1/openapi.json", include_in_schema=False, dependencies=[Depends(api_user)])
     def openapi() -> dict[str, Any]:
-        return api.openapi_document(app)
+        return app.openapi()
 
     app.include_router(api.router)
     app.include_router(pages.router)
