@@ -19,7 +19,8 @@ BeatflowError
 ├── TaskRunFailedError       a task run failed for good without an exception of its own
 ├── SchedulerError           the beat cannot run with these settings
 │   └── StaleLeaderError       a deposed beat leader's write was refused
-└── DevStackError            `beatflow dev` cannot start its Redis or a child process
+├── DevStackError            `beatflow dev` cannot start its Redis or a child process
+└── MissingExtraError        an optional part needs an extra that is not installed
 """
 
 from __future__ import annotations
@@ -198,3 +199,17 @@ class StaleLeaderError(SchedulerError):
 
 class DevStackError(BeatflowError):
     """Raised when the embedded dev stack cannot start its Redis or one of its child processes."""
+
+
+class MissingExtraError(BeatflowError):
+    """Raised when a command or a URL needs an optional extra (web, postgres, flower, embedded)
+    whose packages are not installed."""
+
+    def __init__(self, extra: str, purpose: str, missing: Sequence[str]) -> None:
+        self.extra = extra
+        self.purpose = purpose
+        self.missing = list(missing)
+        super().__init__(
+            f"{purpose} needs the {extra!r} extra ({', '.join(self.missing)} not installed); "
+            f"install it: pip install 'beatflow[{extra}]'"
+        )

@@ -23,6 +23,7 @@ LAYERS: list[set[str]] = [
     {
         "states",
         "errors",
+        "extras",
         "ids",
         "settings",
         "logs",

@@ -19,6 +19,7 @@ from beatflow.dag.loader import load_dags
 from beatflow.dev.display import TaskChangePrinter
 from beatflow.dev.stack import DevStack, StackInfo, StopRequested
 from beatflow.errors import BeatflowError, DagNotFoundError
+from beatflow.extras import require
 from beatflow.runs import follow_run, trigger_dag
 from beatflow.settings import mask_url
 
@@ -35,6 +36,7 @@ def dev(dag_id: str | None, conf_json: str | None, timeout: float) -> None:
 
     Ctrl-C or SIGTERM stops every one of them.
     """
+    require("embedded", "beatflow dev")
     conf = parse_conf(conf_json)
     if conf is not None and dag_id is None:
         raise click.BadParameter("--conf needs --run DAG_ID", param_hint="--conf")

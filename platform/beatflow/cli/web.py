@@ -13,6 +13,9 @@ from beatflow.cli.common import load_settings
 def web(port: int | None, host: str) -> None:
     """Serve the web UI and the REST API (/api/v1). Needs BEATFLOW_WEB_PASSWORD (or _FILE):
     nothing is served without credentials; only GET /healthz is open."""
+    from beatflow.extras import require
+
+    require("web", "beatflow web")
     import uvicorn
 
     from beatflow.errors import BeatflowError

@@ -22,6 +22,7 @@ from sqlalchemy import event, exc
 from sqlalchemy.pool import StaticPool
 
 from beatflow.errors import StoreError, StoreUnavailableError
+from beatflow.extras import require
 from beatflow.settings import mask_url, psycopg_url
 
 SQLITE_BUSY_TIMEOUT_MS = 30_000
@@ -94,6 +95,8 @@ def create_engine(url: str, *, statement_timeout: float | None = None) -> sa.Eng
     parsed = sa.make_url(psycopg_url(url))
     if parsed.get_backend_name() == "sqlite":
         return _create_sqlite_engine(parsed)
+    if parsed.get_driver_name() == "psycopg":
+        require("postgres", f"the database {mask_url(url)}")
     return sa.create_engine(
         parsed,
         # No pre-ping: it costs a round trip per checkout (a task run checks out four times).
