@@ -1,14 +1,25 @@
 """The `beatflow` command: a click group whose sub-commands live one module each and load lazily,
-so `beatflow --help` stays fast and one broken sub-command cannot take the others down."""
+so `beatflow --help` stays fast and one broken sub-command cannot take the others down. Every
+error ends the same way: ``error: <what happened>; <what to do>`` on stderr and an exit code of
+``beatflow.cli.common.EXIT_CODES``."""
 
 from __future__ import annotations
 
 import importlib
+import sys
+from collections.abc import Sequence
 from typing import Any
 
 import click
 
-from beatflow.errors import BeatflowError
+from beatflow.cli.common import (
+    EXIT_CODES,
+    EXIT_FAILED,
+    EXIT_INTERRUPTED,
+    EXIT_USAGE,
+    CliError,
+)
+from beatflow.errors import BeatflowError, MissingExtraError, SettingsError
 
 # name -> "module:attribute" of a click command or group
 COMMANDS: dict[str, str] = {
@@ -44,13 +55,57 @@ class LazyGroup(click.Group):
             return super().invoke(ctx)
         except BeatflowError as exc:
             # Every error we raise on purpose already says what happened and what to do.
-            raise click.ClickException(str(exc)) from exc
+            usage = isinstance(exc, SettingsError | MissingExtraError)
+            raise CliError(str(exc), EXIT_USAGE if usage else EXIT_FAILED) from exc
+
+    def main(
+        self,
+        args: Sequence[str] | None = None,
+        prog_name: str | None = None,
+        complete_var: str | None = None,
+        standalone_mode: bool = True,
+        **extra: Any,
+    ) -> Any:
+        """click's main, with every error printed in the one style (click's own usage errors
+        included) and the exit codes of EXIT_CODES."""
+        if not standalone_mode:
+            return super().main(args, prog_name, complete_var, False, **extra)
+        try:
+            rv = super().main(args, prog_name, complete_var, False, **extra)
+        except click.UsageError as exc:
+            where = exc.ctx.command_path if exc.ctx is not None else "beatflow"
+            click.echo(f"error: {exc.format_message().rstrip('.')}; see '{where} --help'", err=True)
+            sys.exit(EXIT_USAGE)
+        except click.ClickException as exc:
+            click.echo(f"error: {exc.format_message()}", err=True)
+            sys.exit(exc.exit_code)
+        except click.Abort as exc:
+            interrupted = isinstance(exc.__context__, KeyboardInterrupt)
+            click.echo("error: interrupted" if interrupted else "aborted", err=True)
+            sys.exit(EXIT_INTERRUPTED if interrupted else EXIT_FAILED)
+        sys.exit(rv if isinstance(rv, int) else 0)
 
 
-@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
+def _exit_codes_epilog() -> str:
+    rows = "\n".join(f"  {code:<4}{meaning}" for code, meaning in EXIT_CODES.items())
+    return (
+        "\b\nExit codes:\n"
+        + rows
+        + "\n\nCommands that print data take --json: one JSON document on stdout, nothing else."
+    )
+
+
+@click.group(
+    cls=LazyGroup,
+    context_settings={"help_option_names": ["-h", "--help"]},
+    epilog=_exit_codes_epilog(),
+)
 @click.version_option(package_name="beatflow")
 def main() -> None:
-    """beatflow: DAGs in dags/, run as Celery canvas, scheduled by an HA beat."""
+    """beatflow: DAGs in dags/, run as Celery canvas, scheduled by an HA beat.
+
+    Errors print as `error: <what happened>; <what to do>` on stderr.
+    """
 
 
 def run(argv: list[str] | None = None) -> Any:

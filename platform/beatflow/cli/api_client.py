@@ -13,7 +13,7 @@ from urllib.parse import quote, urlsplit
 
 import click
 
-from beatflow.cli.common import echo_json
+from beatflow.cli.common import CliError, echo_json
 
 
 class ApiClient:
@@ -22,7 +22,7 @@ class ApiClient:
         if parts.scheme not in ("http", "https") or not parts.netloc:
             raise click.BadParameter(f"{url!r} is not an http(s) URL", param_hint="--api")
         if not token:
-            raise click.ClickException(
+            raise CliError(
                 "BEATFLOW_API_TOKEN (or BEATFLOW_API_TOKEN_FILE) is required to use the API: "
                 "a token from the web server's BEATFLOW_WEB_TOKENS"
             )
@@ -53,10 +53,10 @@ class ApiClient:
                 payload, message = {}, exc.reason
             problems = payload.get("problems") if isinstance(payload, dict) else None
             detail = "".join(f"\n  - {p}" for p in problems or ())
-            raise click.ClickException(f"API {exc.code}: {message}{detail}") from None
+            raise CliError(f"API {exc.code}: {message}{detail}") from None
         except (urllib.error.URLError, OSError) as exc:
             reason = getattr(exc, "reason", exc)
-            raise click.ClickException(f"cannot reach the API at {self.base}: {reason}") from None
+            raise CliError(f"cannot reach the API at {self.base}: {reason}") from None
 
 
 def trigger_via_api(

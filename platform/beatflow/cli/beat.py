@@ -7,7 +7,7 @@ import time
 
 import click
 
-from beatflow.cli.common import echo_json, load_settings
+from beatflow.cli.common import CliError, echo_json, json_option, load_settings
 
 
 @click.group()
@@ -16,7 +16,7 @@ def beat() -> None:
 
 
 @beat.command()
-@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of text.")
+@json_option
 @click.option("--limit", default=10, show_default=True, help="How many next due DAGs to show.")
 def status(as_json: bool, limit: int) -> None:
     """Show the leader, the lock's TTL and the next due DAG runs."""
@@ -30,7 +30,7 @@ def status(as_json: bool, limit: int) -> None:
     try:
         st = read_status(redis_client(settings), limit=limit)
     except redis.RedisError as exc:
-        raise click.ClickException(
+        raise CliError(
             f"cannot read the beat state from Redis at {mask_url(settings.effective_redbeat_url)}"
             f": {exc}; check BEATFLOW_REDBEAT_URL (or BEATFLOW_BROKER_URL)"
         ) from exc

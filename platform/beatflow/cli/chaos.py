@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import click
 
 from beatflow.chaos.faults import FAULTS
+from beatflow.cli.common import echo_json, json_option
 
 
 def _kinds(value: str) -> tuple[str, ...]:
@@ -80,7 +80,7 @@ def _kinds(value: str) -> tuple[str, ...]:
     show_default=True,
     help="Run the last worker with its clock shifted by this many seconds (needs libfaketime).",
 )
-@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+@json_option
 def chaos(
     duration: float,
     seed: int,
@@ -118,6 +118,9 @@ def chaos(
     )
     echo = (lambda _line: None) if as_json else click.echo
     report = ChaosRun(options, echo=echo).run()
-    click.echo(json.dumps(report.as_dict(), indent=2, default=str) if as_json else report.text())
+    if as_json:
+        echo_json(report.as_dict())
+    else:
+        click.echo(report.text())
     if not report.ok:
         raise SystemExit(1)

@@ -1,12 +1,13 @@
-"""Helpers shared by the CLI commands: settings and the app from the composition root, JSON
-output. A :class:`~beatflow.errors.BeatflowError` raised by a command (a bad setting, an unknown
-DAG) needs no handling here: ``LazyGroup.invoke`` turns it into a clean error message."""
+"""Helpers shared by the CLI commands: the exit codes, the one error style, the one ``--json``
+option, settings and the app from the composition root. A
+:class:`~beatflow.errors.BeatflowError` raised by a command (a bad setting, an unknown DAG) needs
+no handling here: ``LazyGroup`` turns it into ``error: <what happened>; <what to do>``."""
 
 from __future__ import annotations
 
 import json
-import sys
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import IO, TYPE_CHECKING, Any, NoReturn, TypeVar
 
 import click
 
@@ -15,6 +16,50 @@ from beatflow.settings import Settings
 
 if TYPE_CHECKING:
     from celery import Celery
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+# The exit codes of every beatflow command (also in `beatflow --help`).
+EXIT_OK = 0
+EXIT_FAILED = 1
+EXIT_USAGE = 2
+EXIT_TIMEOUT = 3
+EXIT_INTERRUPTED = 130
+EXIT_CODES: dict[int, str] = {
+    EXIT_OK: "ok (a probe: healthy; --wait: the run succeeded)",
+    EXIT_FAILED: "the operation failed, or the run or process it reports on did",
+    EXIT_USAGE: "usage: a bad argument or BEATFLOW_* value, or a missing extra; nothing done",
+    EXIT_TIMEOUT: "--wait gave up before the run finished (the run goes on)",
+    EXIT_INTERRUPTED: "interrupted (Ctrl-C, SIGTERM)",
+}
+
+
+class CliError(click.ClickException):
+    """Raised by a command to end with ``error: <what happened>; <what to do>`` on stderr and
+    ``exit_code`` (one of :data:`EXIT_CODES`)."""
+
+    def __init__(self, message: str, exit_code: int = EXIT_FAILED) -> None:
+        super().__init__(message)
+        self.exit_code = exit_code  # type: ignore[misc]  # click types it as a class variable
+
+    def show(self, file: IO[Any] | None = None) -> None:
+        click.echo(f"error: {self.format_message()}", err=True)
+
+
+def fail(message: str, code: int = EXIT_FAILED) -> NoReturn:
+    """End the command: ``error: <message>`` on stderr, exit ``code``."""
+    raise CliError(message, code)
+
+
+def json_option(fn: F) -> F:
+    """The one ``--json`` flag: the command prints one JSON document on stdout and nothing else
+    there (progress and errors go to stderr); the parameter is ``as_json``."""
+    return click.option(
+        "--json",
+        "as_json",
+        is_flag=True,
+        help="Print one JSON document on stdout (nothing else there), for scripts.",
+    )(fn)
 
 
 def load_settings() -> Settings:
@@ -42,12 +87,8 @@ def parse_conf(raw: str | None) -> dict[str, Any] | None:
 
 
 def echo_json(data: Any) -> None:
+    """Print ``data`` as the command's one JSON document on stdout."""
     click.echo(json.dumps(data, indent=2, sort_keys=True, default=str))
-
-
-def fail(message: str, code: int = 1) -> None:
-    click.echo(f"error: {message}", err=True)
-    sys.exit(code)
 
 
 def get_app_or_exit(settings: Settings | None = None) -> Celery:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from beatflow.cli.common import echo_json, load_settings
+from beatflow.cli.common import echo_json, json_option, load_settings
 
 
 @click.group()
@@ -13,7 +13,7 @@ def config() -> None:
 
 
 @config.command("show")
-@click.option("--json", "as_json", is_flag=True, help="Print as a JSON object.")
+@json_option
 def show(as_json: bool) -> None:
     """Print every setting (BEATFLOW_* variable) in effect, with secrets masked."""
     settings = load_settings()

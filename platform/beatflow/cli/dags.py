@@ -11,6 +11,7 @@ import click
 from beatflow.cli.common import (
     echo_json,
     get_app_or_exit,
+    json_option,
     load_settings,
     parse_conf,
     runtime_or_exit,
@@ -66,7 +67,7 @@ def _error_json(err: Any) -> dict[str, Any]:
 
 
 @dags.command("list")
-@click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts.")
+@json_option
 def list_(as_json: bool) -> None:
     """Every DAG in the dags folder, and every module or DAG that failed to load."""
     bag = _bag()
@@ -99,7 +100,7 @@ def list_(as_json: bool) -> None:
 
 
 @dags.command()
-@click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts.")
+@json_option
 def check(as_json: bool) -> None:
     """Load every DAG; exit 1 if any module or DAG is broken (for CI in your repo)."""
     from beatflow.dag.compile import compile_problems
@@ -139,12 +140,15 @@ def check(as_json: bool) -> None:
     default="text",
     show_default=True,
 )
-def show(dag_id: str, fmt: str) -> None:
+@json_option
+def show(dag_id: str, fmt: str, as_json: bool) -> None:
     """Draw a DAG (text, Mermaid or Graphviz DOT) and the canvas it compiles to; say where a
-    barrier was added because the DAG is not series-parallel."""
+    barrier was added because the DAG is not series-parallel. --json is --format json."""
     from beatflow.dag.plan import build_plan
     from beatflow.dag.render import plan_dict, render_dot, render_mermaid, render_text
 
+    if as_json:
+        fmt = "json"
     dag = _bag().get(dag_id)
     if fmt == "mermaid":
         click.echo(render_mermaid(dag))
@@ -192,7 +196,7 @@ def show(dag_id: str, fmt: str) -> None:
     show_default=True,
     help="With --wait: give up after this many seconds (exit 3).",
 )
-@click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts.")
+@json_option
 @click.option(
     "--api",
     "api_url",
@@ -285,7 +289,7 @@ def _set_paused(dag_id: str, paused: bool, as_json: bool = False) -> None:
 
 @dags.command()
 @click.argument("dag_id")
-@click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts.")
+@json_option
 def pause(dag_id: str, as_json: bool) -> None:
     """Stop scheduling a DAG (from the next tick, on every beat replica; survives restarts)."""
     _set_paused(dag_id, True, as_json)
@@ -293,7 +297,7 @@ def pause(dag_id: str, as_json: bool) -> None:
 
 @dags.command()
 @click.argument("dag_id")
-@click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts.")
+@json_option
 def unpause(dag_id: str, as_json: bool) -> None:
     """Resume scheduling a paused DAG."""
     _set_paused(dag_id, False, as_json)
@@ -312,7 +316,7 @@ def _parse_date(value: str, name: str) -> datetime:
 @click.argument("dag_id")
 @click.option("--start", required=True, help="First logical date (ISO, inclusive).")
 @click.option("--end", required=True, help="Last logical date (ISO, inclusive).")
-@click.option("--json", "as_json", is_flag=True)
+@json_option
 def backfill(dag_id: str, start: str, end: str, as_json: bool) -> None:
     """Create the scheduled runs of a past range (idempotent: existing runs are kept)."""
     from beatflow.runs.backfill import backfill as run_backfill

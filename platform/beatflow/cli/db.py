@@ -11,7 +11,7 @@ from typing import Any
 
 import click
 
-from beatflow.cli.common import echo_json, load_settings
+from beatflow.cli.common import echo_json, json_option, load_settings
 from beatflow.settings import mask_url
 from beatflow.store import Store
 
@@ -56,7 +56,7 @@ def db() -> None:
 
 
 @db.command()
-@click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts.")
+@json_option
 def upgrade(as_json: bool) -> None:
     """Upgrade the schema to this version's head revision (safe to run any number of times)."""
     with _store() as store:
@@ -72,7 +72,7 @@ def upgrade(as_json: bool) -> None:
 
 
 @db.command()
-@click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts.")
+@json_option
 def current(as_json: bool) -> None:
     """Print the schema revision of the database and the one this code needs."""
     with _store() as store:
@@ -101,7 +101,7 @@ def current(as_json: bool) -> None:
     show_default=True,
     help="DAG runs deleted per transaction.",
 )
-@click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts.")
+@json_option
 def prune(older_than: timedelta, batch_size: int, as_json: bool) -> None:
     """Delete finished DAG runs (with their task runs and dead letters) older than an age."""
     with _store() as store:

@@ -6,7 +6,7 @@ import getpass
 
 import click
 
-from beatflow.cli.common import echo_json, get_app_or_exit, runtime_or_exit
+from beatflow.cli.common import CliError, echo_json, get_app_or_exit, json_option, runtime_or_exit
 from beatflow.records_json import dead_letter_json
 
 
@@ -18,7 +18,7 @@ def dlq() -> None:
 @dlq.command("list")
 @click.argument("dag_id", required=False)
 @click.option("--all", "include_replayed", is_flag=True, help="Include replayed ones.")
-@click.option("--json", "as_json", is_flag=True)
+@json_option
 def list_(dag_id: str | None, include_replayed: bool, as_json: bool) -> None:
     """Dead letters, newest first."""
     letters = runtime_or_exit().store.list_dead_letters(dag_id, include_replayed=include_replayed)
@@ -34,12 +34,12 @@ def list_(dag_id: str | None, include_replayed: bool, as_json: bool) -> None:
 
 @dlq.command()
 @click.argument("letter_id", type=int)
-@click.option("--json", "as_json", is_flag=True)
+@json_option
 def show(letter_id: int, as_json: bool) -> None:
     """One dead letter with its arguments, conf and traceback."""
     d = runtime_or_exit().store.get_dead_letter(letter_id)
     if d is None:
-        raise click.ClickException(f"no dead letter {letter_id}; see `beatflow dlq list`")
+        raise CliError(f"no dead letter {letter_id}; see `beatflow dlq list`")
     data = dead_letter_json(d, traceback=True)
     if as_json:
         echo_json(data)
@@ -61,7 +61,7 @@ def _os_user() -> str:
 @click.argument("letter_id", type=int)
 @click.option("--wait", is_flag=True, help="Follow the replayed run; exit 0 only on success.")
 @click.option("--timeout", type=float, default=3600.0, show_default=True)
-@click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts.")
+@json_option
 @click.option(
     "--actor",
     default=_os_user,
@@ -98,10 +98,14 @@ def replay(letter_id: int, wait: bool, timeout: float, as_json: bool, actor: str
 @dlq.command()
 @click.argument("dag_id", required=False)
 @click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
-def purge(dag_id: str | None, yes: bool) -> None:
+@json_option
+def purge(dag_id: str | None, yes: bool, as_json: bool) -> None:
     """Delete dead letters (all, or DAG_ID's)."""
     what = f"dead letters of {dag_id}" if dag_id else "all dead letters"
     if not yes:
-        click.confirm(f"Delete {what}?", abort=True)
+        click.confirm(f"Delete {what}?", abort=True, err=as_json)
     n = runtime_or_exit().store.purge_dead_letters(dag_id)
+    if as_json:
+        echo_json({"dag_id": dag_id, "deleted": n})
+        return
     click.echo(f"deleted {n} dead letters")

@@ -10,7 +10,7 @@ from types import FrameType
 
 import click
 
-from beatflow.cli.common import get_app_or_exit
+from beatflow.cli.common import CliError, get_app_or_exit
 from beatflow.logs import configure_logging
 from beatflow.observability.exporter import Exporter
 from beatflow.runtime import runtime_of
@@ -61,7 +61,7 @@ def exporter(
     try:
         server = ex.serve(host, port)
     except OSError as exc:
-        raise click.ClickException(
+        raise CliError(
             f"cannot listen on {host}:{port or settings.metrics_port}: {exc}; set "
             "BEATFLOW_METRICS_PORT (or --port) to a free port"
         ) from exc

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import click
 
-from beatflow.cli.common import load_settings
+from beatflow.cli.common import echo_json, json_option, load_settings
 from beatflow.settings import Settings
 
 PROCESSES = ("worker", "beat", "exporter", "flower", "web")
@@ -170,7 +170,8 @@ def _transport(settings: Settings) -> dict[str, object]:
 @click.option(
     "--node", default=None, help="Worker node name to ping (default: celery@<this hostname>)."
 )
-def health(process: str, timeout: float, node: str | None) -> None:
+@json_option
+def health(process: str, timeout: float, node: str | None, as_json: bool) -> None:
     """Probe the beatflow PROCESS running in this container; exit 0 if healthy, 1 if not.
 
     worker: Redis reachable and this worker's own node answers a ping. beat: the beatflow beat
@@ -187,10 +188,14 @@ def health(process: str, timeout: float, node: str | None) -> None:
         # /healthz is beatflow web's one unauthenticated route
         "web": lambda: check_http("web", f"http://127.0.0.1:{settings.web_port}/healthz", timeout),
     }
+    name = process
     try:
         name = detect_process() if process == "auto" else process
-        message = checks[name]()
+        message, healthy = checks[name](), True
     except Unhealthy as exc:
-        click.echo(f"unhealthy: {exc}")
-        sys.exit(1)
-    click.echo(f"healthy: {message}")
+        message, healthy = str(exc), False
+    if as_json:
+        echo_json({"process": name, "healthy": healthy, "message": message})
+    else:
+        click.echo(f"{'healthy' if healthy else 'unhealthy'}: {message}")
+    sys.exit(0 if healthy else 1)

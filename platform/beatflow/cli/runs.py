@@ -9,7 +9,7 @@ from typing import Any
 
 import click
 
-from beatflow.cli.common import echo_json, runtime_or_exit
+from beatflow.cli.common import CliError, echo_json, json_option, runtime_or_exit
 from beatflow.records_json import dag_run_json, task_run_json
 from beatflow.states import DagRunState
 
@@ -25,7 +25,7 @@ def runs() -> None:
 @click.argument("dag_id", required=False)
 @click.option("--state", type=click.Choice(STATES), help="Only runs in this state.")
 @click.option("--limit", type=click.IntRange(1, 10_000), default=25, show_default=True)
-@click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts.")
+@json_option
 def list_(dag_id: str | None, state: str | None, limit: int, as_json: bool) -> None:
     """Recent DAG runs, newest first (all DAGs, or DAG_ID's)."""
     runtime = runtime_or_exit()
@@ -47,15 +47,13 @@ def list_(dag_id: str | None, state: str | None, limit: int, as_json: bool) -> N
 @runs.command()
 @click.argument("dag_id")
 @click.argument("run_id")
-@click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts.")
+@json_option
 def show(dag_id: str, run_id: str, as_json: bool) -> None:
     """One DAG run, task by task: state, tries, durations, errors."""
     store = runtime_or_exit().store
     run = store.get_dag_run(dag_id, run_id)
     if run is None:
-        raise click.ClickException(
-            f"no run {run_id!r} of DAG {dag_id!r}; see `beatflow runs list {dag_id}`"
-        )
+        raise CliError(f"no run {run_id!r} of DAG {dag_id!r}; see `beatflow runs list {dag_id}`")
     tasks = store.get_task_runs(dag_id, run_id)
     if as_json:
         echo_json({**dag_run_json(run), "tasks": [task_run_json(t) for t in tasks]})
@@ -90,10 +88,6 @@ def _reason_option(fn: Any) -> Any:
     return click.option("--reason", default="", help="Why (recorded in the audit table).")(fn)
 
 
-def _json_option(fn: Any) -> Any:
-    return click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts.")(fn)
-
-
 def _report(run: Any, as_json: bool, verb: str) -> None:
     if as_json:
         echo_json(
@@ -114,7 +108,7 @@ def _report(run: Any, as_json: bool, verb: str) -> None:
 @click.option("--terminate", is_flag=True, help="Also kill the task runs still running.")
 @_reason_option
 @_actor_option
-@_json_option
+@json_option
 def cancel(
     dag_id: str, run_id: str, terminate: bool, reason: str, actor: str, as_json: bool
 ) -> None:
@@ -137,7 +131,7 @@ def cancel(
 @click.option("--only-failed", is_flag=True, help="Only failed, upstream_failed, cancelled.")
 @_reason_option
 @_actor_option
-@_json_option
+@json_option
 def clear(
     dag_id: str,
     run_id: str,
@@ -172,7 +166,7 @@ def clear(
 @click.option("--task", "task_id", help="Mark this task's task runs, not the run.")
 @_reason_option
 @_actor_option
-@_json_option
+@json_option
 def mark(
     dag_id: str,
     run_id: str,
@@ -201,7 +195,7 @@ def mark(
 @click.argument("dag_id", required=False)
 @click.argument("run_id", required=False)
 @click.option("--limit", type=click.IntRange(1, 10_000), default=50, show_default=True)
-@_json_option
+@json_option
 def audit(dag_id: str | None, run_id: str | None, limit: int, as_json: bool) -> None:
     """Who did what to which run, when and why; newest first."""
     records = runtime_or_exit().store.list_audit(dag_id, run_id, limit=limit)
@@ -230,7 +224,7 @@ def audit(dag_id: str | None, run_id: str | None, limit: int, as_json: bool) -> 
 
 
 @runs.command()
-@_json_option
+@json_option
 def reconcile(as_json: bool) -> None:
     """Run one reconciler pass now (workers run one every BEATFLOW_RECONCILE_INTERVAL): dispatch
     queued runs, fail runs past dagrun_timeout, close or resume silent runs."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import click
 
-from beatflow.cli.common import echo_json, get_app_or_exit, load_settings
+from beatflow.cli.common import echo_json, get_app_or_exit, json_option, load_settings
 
 
 @click.group()
@@ -17,7 +17,7 @@ def tasks() -> None:
 @click.option("--task", "names", multiple=True, help="Only this task (repeatable).")
 @click.option("--state", help="Only rows in this state (success, failed, running, ...).")
 @click.option("--limit", type=click.IntRange(1), default=50, show_default=True)
-@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@json_option
 def list_rows(names: tuple[str, ...], state: str | None, limit: int, as_json: bool) -> None:
     """List Idempotent dedupe rows, newest first."""
     from beatflow import plain

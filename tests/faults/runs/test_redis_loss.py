@@ -53,7 +53,7 @@ def test_a_trigger_with_the_broker_down_fails_in_one_line_and_the_same_trigger_s
         own_redis.stop()
         down = beatflow(c.env, "dags", "trigger", "t_single", "--run-id", run_id)
         assert down.returncode == 1, down.stdout + down.stderr
-        errors = [line for line in down.stderr.splitlines() if line.startswith("Error:")]
+        errors = [line for line in down.stderr.splitlines() if line.startswith("error:")]
         assert len(errors) == 1 and "broker unreachable" in errors[0], down.stderr
         assert "Traceback" not in down.stderr
         run = c.store.get_dag_run("t_single", run_id)
