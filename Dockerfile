@@ -21,7 +21,10 @@ RUN python3 -m venv /opt/beatflow
 COPY .wheelhouse/deps/ /wheels/deps/
 RUN /opt/beatflow/bin/pip install --no-index --find-links /wheels/deps /wheels/deps/*.whl
 COPY .wheelhouse/app/ /wheels/app/
-RUN /opt/beatflow/bin/pip install --no-index --no-deps /wheels/app/beatflow-*.whl \
+# beatflow[all]: the extras of every process the image runs (web, postgres, flower); the plain
+# core is what a worker and a beat need, but one image serves them all.
+RUN /opt/beatflow/bin/pip install --no-index --find-links /wheels/deps --find-links /wheels/app \
+       'beatflow[all]' \
     && /opt/beatflow/bin/pip check \
     && /opt/beatflow/bin/python -m compileall -q /opt/beatflow
 

@@ -1,10 +1,21 @@
 # The one entry point for people and CI: make install | test | lint | typecheck | demo | bench | clean
+# | test-newest
 SHELL := /bin/bash
 .DEFAULT_GOAL := help
 
 VENV  := .venv
 BIN   := $(VENV)/bin
 STAMP := $(VENV)/.beatflow-installed
+# make demo installs only what `beatflow dev` runs (the embedded extra); its own stamp, so the
+# lighter install never passes for the dev one (and a dev install, a superset, serves the demo).
+DEMO_STAMP := $(VENV)/.beatflow-demo-installed
+# make test-newest: its own venv, with the newest versions pyproject's bounds allow.
+NEWEST_VENV := .venv-newest
+# A subset of the integration tests that lean on Celery's, kombu's and RedBeat's internals (the
+# Redis channel, Producer batching, the tracer, the scheduler), for test-newest.
+NEWEST_TESTS ?= tests/unit tests/integration/test_app.py tests/integration/celery/test_broker_clients.py \
+	tests/integration/runs/test_fire.py tests/integration/scheduler/test_fire_batches.py \
+	tests/integration/dag/test_chain_step.py
 # The first python on PATH that is 3.11 or newer.
 PYTHON ?= $(shell for p in python3.13 python3.12 python3.11 python3; do \
 	command -v $$p >/dev/null 2>&1 && $$p -c 'import sys; sys.exit(sys.version_info < (3, 11))' \
@@ -18,12 +29,13 @@ PYTEST_ARGS ?=
 PYTEST_WORKERS ?= 2
 SRC := platform tests dags bench deploy
 
-.PHONY: help install deps-system test lint typecheck demo bench sync-rules image clean
+.PHONY: help install deps-system test test-newest lint typecheck demo bench sync-rules image clean
 
 help:
 	@echo "make install      create $(VENV) (Python >= 3.11) and install beatflow with its dev extras"
-	@echo "make demo         install, then run the embedded stack with the example_etl DAG to completion"
+	@echo "make demo         install what the demo runs (beatflow[embedded]), then run the embedded stack with the example_etl DAG to completion"
 	@echo "make test         install, then run the whole test suite in 2 processes (starts throwaway Redis/PostgreSQL if none runs)"
+	@echo "make test-newest  in $(NEWEST_VENV): the newest Celery/kombu/... that pyproject's bounds allow, then the unit tests and an integration subset (the CI job for new releases)"
 	@echo "make lint         ruff check, ruff format --check, mypy"
 	@echo "make bench        run every bench/bench_*.py"
 	@echo "make docs         build the docs site into build/site (mkdocs build --strict)"
@@ -33,9 +45,10 @@ help:
 
 install: $(STAMP)
 
-$(STAMP): pyproject.toml
+# The venv (Python >= 3.11) with a current pip; both installs below start from it.
+$(BIN)/python:
 	@test -n "$(PYTHON)" || { echo "error: no Python 3.11+ on PATH; install python3 (>= 3.11) and retry" >&2; exit 1; }
-	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV) 2>/dev/null || { \
+	@$(PYTHON) -m venv $(VENV) 2>/dev/null || { \
 		rm -rf $(VENV); \
 		if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
 			echo "installing python3-venv (Debian splits venv out of python3)"; \
@@ -45,7 +58,18 @@ $(STAMP): pyproject.toml
 		$(PYTHON) -m venv $(VENV); \
 	} || { echo "error: '$(PYTHON) -m venv' failed; on Debian: apt-get install python3-venv" >&2; exit 1; }
 	$(BIN)/python -m pip install --quiet --upgrade pip
+
+$(STAMP): pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	@touch $@
+
+$(DEMO_STAMP): pyproject.toml | $(BIN)/python
+	@if [ -f $(STAMP) ] && [ $(STAMP) -nt pyproject.toml ]; then \
+		echo "beatflow[dev] is installed: it holds what the demo runs"; \
+	else \
+		echo "$(BIN)/python -m pip install --quiet -e '.[embedded]'"; \
+		$(BIN)/python -m pip install --quiet -e '.[embedded]'; \
+	fi
 	@touch $@
 
 # System tools some tests use (promtool for the alert-rule tests; podman, runc and mmdebstrap for
@@ -75,6 +99,18 @@ deps-system:
 test: install deps-system
 	$(BIN)/pytest -n $(PYTEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
 
+# The newest releases pyproject.toml allows (celery, kombu and celery-redbeat are capped at the
+# minor version beatflow's use of their internals was tested with): upgraded eagerly in their own
+# venv each time, so a new patch release that breaks us shows here before it reaches a user.
+test-newest:
+	@test -n "$(PYTHON)" || { echo "error: no Python 3.11+ on PATH; install python3 (>= 3.11) and retry" >&2; exit 1; }
+	@test -x $(NEWEST_VENV)/bin/python || $(PYTHON) -m venv $(NEWEST_VENV)
+	$(NEWEST_VENV)/bin/python -m pip install --quiet --upgrade pip
+	$(NEWEST_VENV)/bin/python -m pip install --quiet --upgrade --upgrade-strategy eager -e '.[test]'
+	@$(NEWEST_VENV)/bin/python -m pip list --disable-pip-version-check 2>/dev/null \
+		| grep -i -E '^(celery|kombu|celery-redbeat|redis|sqlalchemy|flower|fastapi) ' || true
+	$(NEWEST_VENV)/bin/pytest -n $(PYTEST_WORKERS) --dist loadfile $(PYTEST_ARGS) $(NEWEST_TESTS)
+
 lint: install
 	$(BIN)/ruff check $(SRC)
 	$(BIN)/ruff format --check $(SRC)
@@ -83,7 +119,7 @@ lint: install
 typecheck: install
 	$(BIN)/mypy
 
-demo: install
+demo: $(DEMO_STAMP)
 	$(BIN)/beatflow dev --run example_etl
 
 # The docs site: reference pages are generated from the code (docs/gen), warnings are errors.
@@ -107,5 +143,5 @@ image: install
 	PYTHON=$(BIN)/python deploy/image.sh
 
 clean:
-	rm -rf .beatflow .pytest_cache .mypy_cache .ruff_cache build dist .wheelhouse
+	rm -rf .beatflow .pytest_cache .mypy_cache .ruff_cache build dist .wheelhouse $(NEWEST_VENV)
 	find . -path ./$(VENV) -prune -o -name __pycache__ -type d -exec rm -rf {} +

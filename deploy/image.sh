@@ -65,9 +65,15 @@ podman_run=(podman ${RUNTIME:+--runtime "$RUNTIME"} run --rm --network none "${P
 pyver="$("${podman_run[@]}" "$BASE" python3 -c 'import platform; print(platform.python_version())')"
 reqs="$CACHE/requirements-$$.txt"
 deps_key="$("$PYTHON" - "$ROOT/pyproject.toml" "$pyver" "$reqs" <<'PY'
-import hashlib, sys, tomllib
+import hashlib, re, sys, tomllib
 project = tomllib.load(open(sys.argv[1], "rb"))["project"]
-deps = sorted(project["dependencies"])
+extras = project["optional-dependencies"]
+def expand(extra):  # an extra's requirements, with beatflow[...] self-references followed
+    for req in extras[extra]:
+        own = re.fullmatch(r"beatflow\[([^\]]+)\]", req.replace(" ", ""))
+        yield from (r for name in own.group(1).split(",") for r in expand(name)) if own else [req]
+# the image runs every process: the core and the `all` extra (web, postgres, flower)
+deps = sorted({*project["dependencies"], *expand("all")})
 open(sys.argv[3], "w").write("\n".join(deps) + "\n")
 # the dependency list and the two interpreters' versions decide which wheels fit
 key = repr((deps, sys.argv[2], sys.version_info[:2]))

@@ -7,6 +7,7 @@ what the image needs. tests/container/ builds and runs it for real."""
 from __future__ import annotations
 
 import re
+import tomllib
 
 from tests.deploy.manifests import ROOT
 
@@ -33,6 +34,18 @@ def test_the_build_installs_the_wheelhouse_without_an_index() -> None:
     for word in ("build-essential", "gcc", "apt-get install", "pip install", "wheels"):
         assert word not in runtime, f"final stage runs {word!r}"
     assert "COPY --from=build /opt/beatflow /opt/beatflow" in runtime
+
+
+def test_the_image_installs_the_extras_of_every_process_it_runs() -> None:
+    """One image runs every process: beatflow web (the web extra), Flower (flower) and the
+    workers against PostgreSQL (postgres); deploy/image.sh puts their wheels in the wheelhouse."""
+    build = _stages()[0][1]
+    assert re.search(r"pip install [^\n]*--no-index[^\n]*\\\n\s*'beatflow\[all\]'", build), build
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"][
+        "optional-dependencies"
+    ]
+    assert extras["all"] == ["beatflow[web,postgres,flower]"]
+    assert 'expand("all")' in (ROOT / "deploy" / "image.sh").read_text()
 
 
 def test_the_default_command_runs_a_worker_not_help() -> None:
