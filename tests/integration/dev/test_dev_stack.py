@@ -194,7 +194,7 @@ def test_a_bad_setting_stops_the_start_with_every_problem_listed(
     env = {**dev_env, "BEATFLOW_FLOWER_PORT": "zero", "BEATFLOW_QUEUES": "a b"}
     dev = start_dev(env=env)
 
-    assert dev.wait(30) == 1
+    assert dev.wait(30) == 2  # a configuration error (EXIT_USAGE)
     assert "BEATFLOW_FLOWER_PORT='zero'" in dev.output and "BEATFLOW_QUEUES='a b'" in dev.output
     assert dev.pid_files() == []
 
