@@ -31,8 +31,13 @@ def alembic_config(connection: sa.Connection | None = None) -> Config:
     return config
 
 
+def script_directory() -> ScriptDirectory:
+    """The migrations as Alembic reads them."""
+    return ScriptDirectory.from_config(alembic_config())
+
+
 def head_revision() -> str:
-    head = ScriptDirectory.from_config(alembic_config()).get_current_head()
+    head = script_directory().get_current_head()
     assert head is not None, f"no migrations under {MIGRATIONS}"
     return head
 
@@ -40,14 +45,14 @@ def head_revision() -> str:
 def revision_module(revision: str) -> ModuleType:
     """An earlier migration's module as Alembic loads it: a downgrade that restores a function
     reads that revision's text of it."""
-    script = ScriptDirectory.from_config(alembic_config()).get_revision(revision)
+    script = script_directory().get_revision(revision)
     assert script is not None and script.module is not None, f"no migration {revision}"
     module: ModuleType = script.module
     return module
 
 
 def known_revisions() -> set[str]:
-    return {s.revision for s in ScriptDirectory.from_config(alembic_config()).walk_revisions()}
+    return {s.revision for s in script_directory().walk_revisions()}
 
 
 def current_revision(connection: sa.Connection) -> str | None:

@@ -26,6 +26,8 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
+from beatflow.store import functions
+
 revision = "0012"
 down_revision = "0011"
 branch_labels = None
@@ -37,26 +39,7 @@ RECOUNT = (
     "SELECT dag_id, count(*) FROM dag_runs WHERE state = 'running' GROUP BY dag_id"
 )
 
-PG_COUNT_FUNCTION = """
-CREATE OR REPLACE FUNCTION beatflow_count_running() RETURNS trigger
-LANGUAGE plpgsql AS $fn$
-DECLARE
-    v_dag text;
-    v_delta integer;
-BEGIN
-    IF TG_OP = 'INSERT' OR (TG_OP = 'UPDATE' AND NEW.state = 'running') THEN
-        v_dag := NEW.dag_id;
-        v_delta := 1;
-    ELSE
-        v_dag := OLD.dag_id;
-        v_delta := -1;
-    END IF;
-    INSERT INTO dag_run_counts AS c (dag_id, running) VALUES (v_dag, v_delta)
-    ON CONFLICT (dag_id) DO UPDATE SET running = c.running + EXCLUDED.running;
-    RETURN NULL;
-END
-$fn$
-"""
+PG_COUNT_FUNCTION = functions.load("beatflow_count_running", "0012")
 
 PG_TRIGGERS = (
     "CREATE TRIGGER dag_runs_count_insert AFTER INSERT ON dag_runs FOR EACH ROW "
@@ -69,42 +52,10 @@ PG_TRIGGERS = (
 )
 
 
-def _start_queued(running: str) -> str:
-    """``beatflow_start_queued`` (migration 0007) with ``running`` as the DAG's running runs."""
-    return f"""
-CREATE OR REPLACE FUNCTION beatflow_start_queued(
-    p_dag_id text, p_max integer
-) RETURNS SETOF dag_runs
-LANGUAGE plpgsql VOLATILE AS $fn$
-BEGIN
-    PERFORM pg_advisory_xact_lock(hashtext('beatflow.dispatch'), hashtext(p_dag_id));
-    RETURN QUERY
-    WITH started AS (
-        UPDATE dag_runs
-        SET state = 'running', started_at = coalesce(dag_runs.started_at, clock_timestamp())
-        WHERE dag_runs.id IN (
-            SELECT q.id FROM dag_runs q
-            WHERE q.dag_id = p_dag_id AND q.state = 'queued'
-            ORDER BY q.logical_date, q.id
-            LIMIT greatest(0, p_max - {running})
-        ) AND dag_runs.state = 'queued'
-        RETURNING dag_runs.*
-    )
-    SELECT * FROM started;
-END
-$fn$
-"""
-
-
 # this revision: the free slots read off the count
-PG_START_QUEUED = _start_queued(
-    "coalesce((SELECT c.running FROM dag_run_counts c WHERE c.dag_id = p_dag_id), 0)"
-)
-# migration 0007's, for the downgrade: the DAG's running runs counted, up to the limit
-PG_START_QUEUED_0007 = _start_queued(
-    "(SELECT count(*) FROM (SELECT 1 FROM dag_runs r "
-    "WHERE r.dag_id = p_dag_id AND r.state = 'running' LIMIT p_max) AS capped)"
-)
+PG_START_QUEUED = functions.load("beatflow_start_queued", "0012")
+# for the downgrade: migration 0007's, the DAG's running runs counted up to the limit
+PG_START_QUEUED_0007 = functions.load("beatflow_start_queued", "0012-downgrade")
 
 # SQLite: the same three triggers; its writers take turns on the database's write lock
 SQLITE_ADD = (

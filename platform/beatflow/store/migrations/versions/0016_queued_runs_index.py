@@ -46,7 +46,7 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-from beatflow.store.schema import revision_module
+from beatflow.store import functions
 
 revision = "0016"
 down_revision = "0015"
@@ -58,44 +58,7 @@ FINAL = sa.text("state NOT IN ('queued', 'running')")
 ENDED = sa.text("ended_at IS NOT NULL")
 
 
-START_QUEUED = """
-CREATE OR REPLACE FUNCTION beatflow_start_queued(
-    p_dag_id text, p_max integer
-) RETURNS SETOF dag_runs
-LANGUAGE plpgsql VOLATILE AS $fn$
-DECLARE
-    v_running integer;
-BEGIN
-    PERFORM pg_advisory_xact_lock(hashtext('beatflow.dispatch'), hashtext(p_dag_id));
-    IF NOT EXISTS (SELECT 1 FROM dag_runs q WHERE q.dag_id = p_dag_id AND q.state = 'queued')
-    THEN
-        RETURN;
-    END IF;
-    SELECT c.running INTO v_running FROM dag_run_counts c WHERE c.dag_id = p_dag_id FOR UPDATE;
-    IF NOT FOUND THEN
-        INSERT INTO dag_run_counts (dag_id, running) VALUES (p_dag_id, 0)
-        ON CONFLICT (dag_id) DO NOTHING;
-        SELECT c.running INTO v_running FROM dag_run_counts c
-        WHERE c.dag_id = p_dag_id FOR UPDATE;
-    END IF;
-    RETURN QUERY
-    WITH oldest AS MATERIALIZED (
-        SELECT q.id FROM dag_runs q
-        WHERE q.dag_id = p_dag_id AND q.state = 'queued'
-        ORDER BY q.logical_date, q.id
-        LIMIT greatest(0, p_max - v_running)
-        FOR UPDATE
-    ), started AS (
-        UPDATE dag_runs
-        SET state = 'running', started_at = coalesce(dag_runs.started_at, clock_timestamp())
-        FROM oldest
-        WHERE dag_runs.id = oldest.id
-        RETURNING dag_runs.*
-    )
-    SELECT * FROM started;
-END
-$fn$
-"""
+START_QUEUED = functions.load("beatflow_start_queued", "0016")
 
 
 def upgrade() -> None:
@@ -119,7 +82,7 @@ def upgrade() -> None:
 
 def downgrade() -> None:
     if op.get_bind().dialect.name == "postgresql":
-        op.execute(revision_module("0015").START_QUEUED)
+        op.execute(functions.load("beatflow_start_queued", "0015"))
     op.create_index("ix_dag_runs_state_ended_at", "dag_runs", ["state", "ended_at"])
     op.drop_index("ix_dag_runs_ended_at", table_name="dag_runs")
     op.drop_index("ix_dag_runs_state_id", table_name="dag_runs")

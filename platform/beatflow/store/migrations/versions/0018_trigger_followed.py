@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from alembic import op
 
-from beatflow.store.schema import revision_module
+from beatflow.store import functions
 
 revision = "0018"
 down_revision = "0017"
@@ -30,34 +30,13 @@ OLD_SIGNATURE = "text, text, timestamptz, text, json, timestamptz, bigint, integ
 NEW_SIGNATURE = f"{OLD_SIGNATURE}, boolean"
 
 
-def _create_and_start() -> str:
-    """0015's function with the parameter and the column added (every edit must apply once)."""
-    text: str = revision_module("0015").CREATE_AND_START
-    edits = (
-        (
-            "p_leader_epoch bigint, p_max integer\n)",
-            "p_leader_epoch bigint, p_max integer,\n    p_followed boolean DEFAULT false\n)",
-        ),
-        ("started_at, leader_epoch)", "started_at, leader_epoch, followed)"),
-        (
-            "CASE WHEN v_fast THEN clock_timestamp() END, p_leader_epoch)",
-            "CASE WHEN v_fast THEN clock_timestamp() END, p_leader_epoch,\n"
-            "            coalesce(p_followed, false))",
-        ),
-    )
-    for old, new in edits:
-        assert text.count(old) == 1, f"0015's beatflow_create_and_start changed: {old!r}"
-        text = text.replace(old, new)
-    return text
-
-
 def upgrade() -> None:
     if op.get_bind().dialect.name == "postgresql":
         op.execute(f"DROP FUNCTION IF EXISTS beatflow_create_and_start({OLD_SIGNATURE})")
-        op.execute(_create_and_start())
+        op.execute(functions.load("beatflow_create_and_start", "0018"))
 
 
 def downgrade() -> None:
     if op.get_bind().dialect.name == "postgresql":
         op.execute(f"DROP FUNCTION IF EXISTS beatflow_create_and_start({NEW_SIGNATURE})")
-        op.execute(revision_module("0015").CREATE_AND_START)
+        op.execute(functions.load("beatflow_create_and_start", "0015"))
