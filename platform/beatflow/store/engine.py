@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import math
 import sqlite3
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
@@ -18,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import sqlalchemy as sa
+import tenacity
 from sqlalchemy import event, exc
 from sqlalchemy.pool import StaticPool
 
@@ -160,22 +160,27 @@ def _create_sqlite_engine(url: sa.URL) -> sa.Engine:
     return engine
 
 
+def _is_locked(error: BaseException) -> bool:
+    return isinstance(error, sqlite3.OperationalError) and "locked" in str(error)
+
+
+# 5 ms, doubling up to 200 ms, until the busy timeout would pass; then the last error
+_WAL_RETRIES = tenacity.Retrying(
+    retry=tenacity.retry_if_exception(_is_locked),
+    wait=tenacity.wait_exponential(multiplier=0.005, max=0.2),
+    stop=tenacity.stop_before_delay(SQLITE_BUSY_TIMEOUT_MS / 1000),
+    reraise=True,
+)
+
+
 def _use_wal(cursor: Any) -> None:
     """Switch the database to WAL (persistent; a no-op once done). The switch needs an exclusive
     lock and SQLite answers "database is locked" at once, without its busy handler, when several
     processes open a fresh database together: retry until the busy timeout."""
-    deadline = time.monotonic() + SQLITE_BUSY_TIMEOUT_MS / 1000
-    delay = 0.005
-    while True:
-        try:
+    for attempt in _WAL_RETRIES.copy():
+        with attempt:
             if str(cursor.execute("PRAGMA journal_mode").fetchone()[0]).lower() != "wal":
                 cursor.execute("PRAGMA journal_mode=WAL")
-            return
-        except sqlite3.OperationalError as error:
-            if "locked" not in str(error) or time.monotonic() + delay > deadline:
-                raise
-            time.sleep(delay)
-            delay = min(delay * 2, 0.2)
 
 
 def _is_unavailable(error: exc.SQLAlchemyError) -> bool:
