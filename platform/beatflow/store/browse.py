@@ -9,9 +9,10 @@ from datetime import datetime
 
 import sqlalchemy as sa
 
-from beatflow.store.base import StoreBase, dag_run_record, dead_letter_record, task_run_record
+from beatflow.store.base import StoreBase
 from beatflow.store.models import dag_runs, dead_letters, task_runs
 from beatflow.store.records import DagRunRecord, DeadLetterRecord, TaskRunRecord
+from beatflow.store.rows import dag_run_record, dead_letter_record, task_run_record
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,32 +68,7 @@ class BrowseMixin(StoreBase):
             dag_runs.c.queued_at,
         )
         with self._read("reading the latest runs of each DAG") as conn:
-            if self.dialect == "postgresql":
-                ids = (
-                    sa.func.unnest(sa.literal(list(dag_ids), sa.ARRAY(sa.String)))
-                    .table_valued("dag_id")
-                    .render_derived()
-                )
-                inner = (
-                    sa.select(*cols)
-                    .where(dag_runs.c.dag_id == ids.c.dag_id)
-                    .order_by(dag_runs.c.id.desc())
-                    .limit(per_dag)
-                    .lateral()
-                )
-                query = sa.select(inner).select_from(ids.join(inner, sa.true()))
-                rows = list(conn.execute(query))
-            else:
-                rows = []
-                for dag_id in dag_ids:
-                    rows.extend(
-                        conn.execute(
-                            sa.select(*cols)
-                            .where(dag_runs.c.dag_id == dag_id)
-                            .order_by(dag_runs.c.id.desc())
-                            .limit(per_dag)
-                        )
-                    )
+            rows = self._backend.latest_runs(conn, dag_ids, per_dag, cols)
         for _, dag_id, run_id, state, queued_at in sorted(rows, key=lambda r: -int(r[0])):
             out[dag_id].append(RunBrief(run_id, state, queued_at))
         return out

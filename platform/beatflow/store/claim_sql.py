@@ -1,4 +1,4 @@
-"""The claim protocol's statements, built once per dialect with bound parameters: they run on
+"""The claim protocol's statements, built once per backend with bound parameters: they run on
 every task run, and building SQLAlchemy constructs per call cost more than the round trips.
 
 Lease times come from the database's clock on PostgreSQL (``now()``), so workers whose clocks
@@ -7,15 +7,13 @@ on its host, so the host clock (bound as a parameter) is the database's clock.""
 
 from __future__ import annotations
 
-import functools
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy.dialects import postgresql, sqlite
 
-from beatflow.store.engine import UTCDateTime
 from beatflow.store.models import task_runs
 from beatflow.store.records import TASK_RUN_TERMINAL_STATES, TASK_RUNNING, TASK_UP_FOR_RETRY
 
@@ -84,26 +82,19 @@ def fresh_lease(
     }
 
 
-def db_clock(dialect: str) -> tuple[sa.ColumnElement[Any], sa.ColumnElement[Any]]:
-    """(now, now + p_lease_seconds) on the database's clock (see the module docstring)."""
-    if dialect == "postgresql":
-        now = sa.func.now(type_=UTCDateTime())
-        seconds = sa.bindparam("p_lease_seconds", type_=sa.Float())
-        return now, now + sa.func.make_interval(0, 0, 0, 0, 0, 0, seconds)
-    return (
-        sa.bindparam("p_now", type_=UTCDateTime()),
-        sa.bindparam("p_lease_expires_at", type_=UTCDateTime()),
-    )
-
-
-@functools.cache
-def claim_statements(dialect: str) -> ClaimStatements:
-    insert = (postgresql.insert if dialect == "postgresql" else sqlite.insert)(task_runs)
+def build_claim_statements(
+    insert_into: Callable[[sa.Table], Any],
+    now: sa.ColumnElement[Any],
+    expires: sa.ColumnElement[Any],
+) -> ClaimStatements:
+    """The claim protocol's statements with a backend's ``insert_into`` (one that has ON CONFLICT)
+    and clock: ``now`` and ``expires`` (now + p_lease_seconds), the database's or bound (see
+    the module docstring)."""
+    insert = insert_into(task_runs)
     identity: dict[str, sa.BindParameter[object]] = {
         name: sa.bindparam(f"p_{name}")
         for name in ("dedupe_key", "dag_id", "run_id", "task_id", "map_index")
     }
-    now, expires = db_clock(dialect)
     lease = {"lease_token": sa.bindparam("p_lease_token"), "lease_expires_at": expires}
     key = t.dedupe_key == sa.bindparam("p_key")
     holder = sa.and_(key, t.lease_token == sa.bindparam("p_token"), t.state == TASK_RUNNING)

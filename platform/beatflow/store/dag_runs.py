@@ -1,20 +1,18 @@
-"""DAG runs: created once per (dag_id, run_id) whatever the number of triggers, then queued ->
-running -> success|failed|cancelled, each transition one conditional UPDATE with one winner; the
-dispatch of the next queued runs under max_active_runs, and the queries of the reconciler, the
-scheduler, the CLI and the exporter."""
+"""DAG runs once created (``run_creation``): queued -> running -> success|failed|cancelled, each
+transition one conditional UPDATE with one winner (the dispatch of queued runs: ``dispatch``),
+and the queries of the reconciler, the scheduler, the CLI and the exporter."""
 
 from __future__ import annotations
 
 from collections.abc import Collection
 from datetime import datetime, timedelta
-from typing import Any
 
 import sqlalchemy as sa
 
 from beatflow.errors import StoreError
-from beatflow.store.base import StoreBase, dag_run_record
-from beatflow.store.engine import UTCDateTime, dumps_json, require_aware, utcnow
-from beatflow.store.models import dag_run_counts, dag_runs, is_queued, is_running, task_runs
+from beatflow.store.base import StoreBase
+from beatflow.store.engine import UTCDateTime, require_aware, utcnow
+from beatflow.store.models import dag_runs, is_queued, is_running, task_runs
 from beatflow.store.records import (
     DAG_QUEUED,
     DAG_RUN_ACTIVE_STATES,
@@ -22,153 +20,20 @@ from beatflow.store.records import (
     DAG_RUN_STATES,
     DAG_RUNNING,
     TASK_RUNNING,
-    TRIGGER_MANUAL,
-    TRIGGERS,
     DagRunRecord,
 )
-
-
-def _where(dag_id: str, run_id: str) -> sa.ColumnElement[bool]:
-    return sa.and_(dag_runs.c.dag_id == dag_id, dag_runs.c.run_id == run_id)
-
-
-def check_conf(conf: Any, what: str) -> dict[str, Any]:
-    if conf is None:
-        return {}
-    if not isinstance(conf, dict):
-        raise StoreError(f"{what} must be a JSON object (dict), got {type(conf).__name__}")
-    try:
-        dumps_json(conf)
-    except (TypeError, ValueError) as exc:
-        raise StoreError(f"{what} is not JSON-serialisable: {exc}") from exc
-    return conf
-
-
-def new_run_values(
-    dag_id: str,
-    run_id: str,
-    logical_date: datetime | None,
-    trigger: str,
-    conf: dict[str, Any] | None,
-    leader_epoch: int | None,
-) -> dict[str, Any]:
-    """The checked column values of a new queued DAG run (StoreError names a bad one)."""
-    if trigger not in TRIGGERS:
-        raise StoreError(
-            f"unknown trigger {trigger!r} for DAG run {dag_id}/{run_id}; "
-            f"expected one of {', '.join(sorted(TRIGGERS))}"
-        )
-    return {
-        "dag_id": dag_id,
-        "run_id": run_id,
-        "logical_date": (
-            None if logical_date is None else require_aware(logical_date, "logical_date")
-        ),
-        "trigger": trigger,
-        "conf": check_conf(conf, f"conf of DAG run {dag_id}/{run_id}"),
-        "state": DAG_QUEUED,
-        "queued_at": utcnow(),
-        "started_at": None,
-        "ended_at": None,
-        "leader_epoch": leader_epoch,
-    }
-
-
-def oldest_first(runs: list[DagRunRecord], now: datetime) -> list[DagRunRecord]:
-    """Started runs in the order they are sent: logical date (none: as of ``now``), run id."""
-    return sorted(runs, key=lambda r: (r.logical_date is None, r.logical_date or now, r.run_id))
-
-
-def transition_statement(
-    dag_id: str,
-    run_id: str,
-    to: str,
-    from_states: Collection[str],
-    now: datetime,
-    reason: str | None = None,
-) -> sa.Executable:
-    """The conditional UPDATE ... RETURNING that moves a run from one of ``from_states`` to
-    ``to`` (see ``transition_dag_run``)."""
-    values: dict[str, Any]
-    if to in DAG_RUN_FINISHED_STATES:
-        values = {
-            "ended_at": now,
-            "started_at": sa.func.coalesce(dag_runs.c.started_at, sa.literal(now, UTCDateTime())),
-        }
-        if reason is not None:
-            values["failure_reason"] = reason
-    else:
-        values = {"ended_at": None, "failure_reason": None, "resume_count": 0, "resume_after": None}
-    return (
-        sa.update(dag_runs)
-        .where(_where(dag_id, run_id), dag_runs.c.state.in_(sorted(from_states)))
-        .values(state=to, **values)
-        .returning(*dag_runs.c)
-    )
-
-
-def _start_oldest(dag_id: str, max_active_runs: int, now: datetime) -> sa.Executable:
-    """queued -> running for the oldest queued runs that fit under ``max_active_runs`` running
-    ones, returning them: the free slots (off the DAG's running count, one row), the LIMIT'ed
-    select and the update in one statement (PostgreSQL runs the same in beatflow_start_queued)."""
-    running = sa.func.coalesce(
-        sa.select(dag_run_counts.c.running)
-        .where(dag_run_counts.c.dag_id == dag_id)
-        .scalar_subquery(),
-        0,
-    )
-    slots = sa.literal(max_active_runs) - running
-    oldest = (
-        sa.select(dag_runs.c.id)
-        .where(dag_runs.c.dag_id == dag_id, is_queued(dag_runs.c.state))
-        .order_by(dag_runs.c.logical_date, dag_runs.c.id)
-        .limit(sa.case((slots > 0, slots), else_=0))
-    )
-    return (
-        sa.update(dag_runs)
-        .where(dag_runs.c.id.in_(oldest), dag_runs.c.state == DAG_QUEUED)
-        .values(
-            state=DAG_RUNNING,
-            started_at=sa.func.coalesce(dag_runs.c.started_at, sa.literal(now, UTCDateTime())),
-        )
-        .returning(*dag_runs.c)
-    )
+from beatflow.store.rows import dag_run_record
+from beatflow.store.sql import transition_statement, where_run
 
 
 class DagRunsMixin(StoreBase):
-    def create_dag_run(
-        self,
-        dag_id: str,
-        run_id: str,
-        *,
-        logical_date: datetime | None = None,
-        trigger: str = TRIGGER_MANUAL,
-        conf: dict[str, Any] | None = None,
-        leader_epoch: int | None = None,
-    ) -> tuple[DagRunRecord, bool]:
-        """Insert a queued DAG run, or return the existing one: ``(run, created)``. Two beats
-        firing the same tick, or a trigger sent twice, make one run."""
-        values = new_run_values(dag_id, run_id, logical_date, trigger, conf, leader_epoch)
-        insert = (
-            self._insert(dag_runs)
-            .values(**values)
-            .on_conflict_do_nothing(index_elements=["dag_id", "run_id"])
-            .returning(*dag_runs.c)
-        )
-        with self._write(f"creating DAG run {dag_id}/{run_id}") as conn:
-            row = conn.execute(insert).mappings().first()
-            if row is not None:
-                return dag_run_record(row), True
-            existing = conn.execute(sa.select(dag_runs).where(_where(dag_id, run_id)))
-            return dag_run_record(existing.mappings().one()), False
-
     def mark_dag_run_running(self, dag_id: str, run_id: str) -> None:
         """queued -> running; started_at is set once (a second call changes nothing)."""
         now = sa.literal(utcnow(), UTCDateTime())
         with self._write(f"starting DAG run {dag_id}/{run_id}") as conn:
             conn.execute(
                 sa.update(dag_runs)
-                .where(_where(dag_id, run_id), dag_runs.c.state == DAG_QUEUED)
+                .where(where_run(dag_id, run_id), dag_runs.c.state == DAG_QUEUED)
                 .values(state=DAG_RUNNING, started_at=sa.func.coalesce(dag_runs.c.started_at, now))
             )
 
@@ -186,7 +51,7 @@ class DagRunsMixin(StoreBase):
         with self._write(f"finishing DAG run {dag_id}/{run_id}") as conn:
             conn.execute(
                 sa.update(dag_runs)
-                .where(_where(dag_id, run_id), dag_runs.c.state.in_(DAG_RUN_ACTIVE_STATES))
+                .where(where_run(dag_id, run_id), dag_runs.c.state.in_(DAG_RUN_ACTIVE_STATES))
                 .values(
                     state=state,
                     ended_at=now,
@@ -196,7 +61,7 @@ class DagRunsMixin(StoreBase):
                     **({} if reason is None else {"failure_reason": reason}),
                 )
             )
-            row = conn.execute(sa.select(dag_runs).where(_where(dag_id, run_id))).mappings()
+            row = conn.execute(sa.select(dag_runs).where(where_run(dag_id, run_id))).mappings()
             found = row.first()
         if found is None:
             raise StoreError(f"no DAG run {dag_id}/{run_id} to finish; create it first")
@@ -208,14 +73,14 @@ class DagRunsMixin(StoreBase):
         with self._write(f"reopening DAG run {dag_id}/{run_id}") as conn:
             updated = conn.execute(
                 sa.update(dag_runs)
-                .where(_where(dag_id, run_id), dag_runs.c.state.in_(DAG_RUN_FINISHED_STATES))
+                .where(where_run(dag_id, run_id), dag_runs.c.state.in_(DAG_RUN_FINISHED_STATES))
                 .values(state="running", ended_at=None)
             )
             return updated.rowcount == 1
 
     def get_dag_run(self, dag_id: str, run_id: str) -> DagRunRecord | None:
         with self._read(f"reading DAG run {dag_id}/{run_id}") as conn:
-            row = conn.execute(sa.select(dag_runs).where(_where(dag_id, run_id))).mappings()
+            row = conn.execute(sa.select(dag_runs).where(where_run(dag_id, run_id))).mappings()
             found = row.first()
         return None if found is None else dag_run_record(found)
 
@@ -225,7 +90,7 @@ class DagRunsMixin(StoreBase):
         this once it listens, before it reads the run in any other way."""
         follow = (
             sa.update(dag_runs)
-            .where(_where(dag_id, run_id))
+            .where(where_run(dag_id, run_id))
             .values(followed=True)
             .returning(*dag_runs.c)
         )
@@ -275,55 +140,6 @@ class DagRunsMixin(StoreBase):
 
     # ------------------------------------------------------------------ lifecycle transitions
 
-    def start_queued_dag_runs(
-        self, dag_id: str, max_active_runs: int, *, if_queued: bool = False
-    ) -> list[DagRunRecord]:
-        """queued -> running for the oldest queued runs (by logical date) that fit under
-        ``max_active_runs``; returns the runs this call started, the caller sends them.
-        ``if_queued``: first look (one indexed read, no lock) whether any run is queued, and
-        stop there if none is.
-
-        One winner: the count and the updates run after a per-DAG lock is held (SQLite: the
-        database write lock of BEGIN IMMEDIATE; PostgreSQL: a transaction-scoped advisory lock
-        taken by the function ``beatflow_start_queued``, one round trip), so concurrent
-        dispatchers never start one run twice nor exceed the limit. The work is O(1) whatever
-        the number of runs queued or running, plus the runs it starts: the DAG's running count
-        (one row of dag_run_counts, migration 0012) and a LIMIT'ed select on the DAG's queued
-        runs (their partial index, migration 0016), inside one UPDATE. The count row is read
-        ``FOR UPDATE`` (migration 0015), so a trigger that inserted its run as running without
-        the dispatch lock, and has not committed yet, is counted too.
-        """
-        if if_queued and not self._any_queued(dag_id):
-            return []
-        if self.dialect == "postgresql":
-            # one round trip: the lock and the update in a function (migration 0007)
-            call = sa.text(
-                "SELECT * FROM beatflow_start_queued(CAST(:d AS text), CAST(:m AS integer))"
-            ).columns(*dag_runs.c)
-            with self._write(f"starting queued runs of DAG {dag_id}") as conn:
-                rows = conn.execute(call, {"d": dag_id, "m": max_active_runs}).mappings()
-                started = [dag_run_record(r) for r in rows]
-            now = utcnow()
-        else:
-            with self._write(f"starting queued runs of DAG {dag_id}") as conn:
-                # BEGIN IMMEDIATE holds SQLite's write lock; the clock is read once it is held
-                now = utcnow()
-                rows = conn.execute(_start_oldest(dag_id, max_active_runs, now)).mappings()
-                started = [dag_run_record(r) for r in rows]
-        return oldest_first(started, now)
-
-    def _any_queued(self, dag_id: str) -> bool:
-        # in the partial index's order: SQLite, which has no statistics to tell the DAG's
-        # queued runs from all DAGs', then picks that index over (state, id), which needs a sort
-        query = (
-            sa.select(dag_runs.c.id)
-            .where(dag_runs.c.dag_id == dag_id, is_queued(dag_runs.c.state))
-            .order_by(dag_runs.c.logical_date, dag_runs.c.id)
-            .limit(1)
-        )
-        with self._read(f"looking for queued runs of DAG {dag_id}") as conn:
-            return conn.execute(query).first() is not None
-
     def transition_dag_run(
         self,
         dag_id: str,
@@ -370,7 +186,7 @@ class DagRunsMixin(StoreBase):
             updated = conn.execute(
                 sa.update(dag_runs)
                 .where(
-                    _where(dag_id, run_id),
+                    where_run(dag_id, run_id),
                     dag_runs.c.state == DAG_RUNNING,
                     dag_runs.c.resume_count == seen_count,
                 )

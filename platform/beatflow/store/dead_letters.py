@@ -10,8 +10,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from beatflow.errors import BeatflowError, DeadLetterNotFoundError
-from beatflow.store.base import StoreBase, dead_letter_record
-from beatflow.store.dag_runs import check_conf
+from beatflow.store.base import StoreBase
 from beatflow.store.engine import utcnow
 from beatflow.store.models import dead_letters, task_runs
 from beatflow.store.records import (
@@ -22,6 +21,8 @@ from beatflow.store.records import (
     DeadLetterDraft,
     DeadLetterRecord,
 )
+from beatflow.store.rows import dead_letter_record
+from beatflow.store.sql import check_conf
 from beatflow.store.text import ERROR_MAX_CHARS, TRACEBACK_MAX_CHARS, clean_text
 
 
@@ -51,6 +52,22 @@ def dead_letter_values(
         "tries": letter.tries,
         "created_at": utcnow(),
     }
+
+
+def insert_dead_letter(
+    conn: sa.Connection,
+    dedupe_key: str,
+    error: str | None,
+    traceback: str | None,
+    letter: DeadLetterDraft,
+    **identity: Any,
+) -> None:
+    """Insert the dead letter of the task run just failed on ``conn`` (its transaction);
+    ``identity``: its dag_id, run_id, task_id and map_index."""
+    values = dead_letter_values(
+        dedupe_key=dedupe_key, error=error, traceback=traceback, letter=letter, **identity
+    )
+    conn.execute(sa.insert(dead_letters).values(**values))
 
 
 class DeadLettersMixin(StoreBase):

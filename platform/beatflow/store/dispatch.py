@@ -1,106 +1,52 @@
-"""Dispatch fused with what precedes it: a trigger's create-and-start in one transaction, and
-the queued runs of many DAGs (a beat's batch of fires) started in one. The same guarantees as
-``start_queued_dag_runs``: the per-DAG lock, one winner, never over max_active_runs."""
+"""The dispatch of queued DAG runs under max_active_runs: queued -> running for a DAG's oldest
+runs that fit, one winner among concurrent dispatchers (closers, triggers, reconcilers), for
+one DAG or for a beat's batch of DAGs; and which runs of a set exist."""
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Collection, Mapping
-from datetime import datetime
-from typing import Any
 
 import sqlalchemy as sa
 
-from beatflow.store.base import StoreBase, dag_run_record
-from beatflow.store.dag_runs import _start_oldest, _where, new_run_values, oldest_first
-from beatflow.store.engine import UTCDateTime, dumps_json, utcnow
-from beatflow.store.models import dag_runs
-from beatflow.store.records import DAG_QUEUED, TRIGGER_MANUAL, DagRunRecord, TriggeredRun
-
-# one round trip each on PostgreSQL (migrations 0008, 0015, 0018)
-_CREATE_AND_START = sa.text(
-    "SELECT f.is_new, f.is_started, (f.run).* FROM beatflow_create_and_start("
-    "CAST(:dag_id AS text), CAST(:run_id AS text), :logical_date, CAST(:trigger AS text), "
-    "CAST(:conf AS json), :queued_at, CAST(:leader_epoch AS bigint), CAST(:max AS integer), "
-    "CAST(:followed AS boolean)) AS f"
-).bindparams(
-    sa.bindparam("logical_date", type_=UTCDateTime()),
-    sa.bindparam("queued_at", type_=UTCDateTime()),
-)
-_CREATE_AND_START_PARAMS = (
-    "dag_id",
-    "run_id",
-    "logical_date",
-    "trigger",
-    "queued_at",
-    "leader_epoch",
-    "followed",
-)
-_START_MANY = sa.text(
-    "SELECT * FROM beatflow_start_queued_many(CAST(:dag_ids AS text[]), CAST(:maxes AS integer[]))"
-)
-
-
-@functools.cache
-def _create_and_start() -> sa.TextClause:
-    """The call with its typed result columns, built once (it runs on every trigger)."""
-    columns = (sa.column("is_new", sa.Boolean()), sa.column("is_started", sa.Boolean()))
-    return _CREATE_AND_START.columns(*columns, *dag_runs.c)  # type: ignore[return-value]
+from beatflow.store.base import StoreBase
+from beatflow.store.models import dag_runs, is_queued
+from beatflow.store.records import DagRunRecord
 
 
 class DispatchMixin(StoreBase):
-    def create_and_start_dag_run(
-        self,
-        dag_id: str,
-        run_id: str,
-        max_active_runs: int,
-        *,
-        logical_date: datetime | None = None,
-        trigger: str = TRIGGER_MANUAL,
-        conf: dict[str, Any] | None = None,
-        leader_epoch: int | None = None,
-        followed: bool = False,
-    ) -> TriggeredRun:
-        """``create_dag_run`` then, when the run is queued (new, or its first dispatch failed),
-        ``start_queued_dag_runs(dag_id, max_active_runs)``, in one transaction (one round trip
-        on PostgreSQL). A run that exists and is no longer queued is returned as it is, with
-        nothing started. On PostgreSQL, a new run that finds a free slot and nothing queued is
-        inserted as running without the dispatch lock (migration 0015), checked against the
-        limit by the count the insert itself took. ``followed``: a new run is created marked
-        followed (its end is announced: the caller listens on its channel already); a run that
-        exists keeps its mark."""
-        values = new_run_values(dag_id, run_id, logical_date, trigger, conf, leader_epoch)
-        values["followed"] = followed
-        action = f"creating and dispatching DAG run {dag_id}/{run_id}"
-        if self.dialect == "postgresql":
-            params = {key: values[key] for key in _CREATE_AND_START_PARAMS}
-            params.update(conf=dumps_json(values["conf"]), max=max_active_runs)
-            rows = self._driver_rows(action, _create_and_start, params)
-            own = next(r for r in rows if r["run_id"] == run_id)
-            run = dag_run_record(own)
-            started = [dag_run_record(r) for r in rows if r["is_started"]]
-            return TriggeredRun(run, bool(own["is_new"]), tuple(oldest_first(started, utcnow())))
-        insert = (
-            self._insert(dag_runs)
-            .values(**values)
-            .on_conflict_do_nothing(index_elements=["dag_id", "run_id"])
-            .returning(*dag_runs.c)
+    def start_queued_dag_runs(
+        self, dag_id: str, max_active_runs: int, *, if_queued: bool = False
+    ) -> list[DagRunRecord]:
+        """queued -> running for the oldest queued runs (by logical date) that fit under
+        ``max_active_runs``; returns the runs this call started, the caller sends them.
+        ``if_queued``: first look (one indexed read, no lock) whether any run is queued, and
+        stop there if none is.
+
+        One winner: the count and the updates run after a per-DAG lock is held (SQLite: the
+        database write lock of BEGIN IMMEDIATE; PostgreSQL: a transaction-scoped advisory lock
+        taken by the function ``beatflow_start_queued``, one round trip), so concurrent
+        dispatchers never start one run twice nor exceed the limit. The work is O(1) whatever
+        the number of runs queued or running, plus the runs it starts: the DAG's running count
+        (one row of dag_run_counts, migration 0012) and a LIMIT'ed select on the DAG's queued
+        runs (their partial index, migration 0016), inside one UPDATE. The count row is read
+        ``FOR UPDATE`` (migration 0015), so a trigger that inserted its run as running without
+        the dispatch lock, and has not committed yet, is counted too.
+        """
+        if if_queued and not self._any_queued(dag_id):
+            return []
+        return self._backend.start_queued(self._db, dag_id, max_active_runs)
+
+    def _any_queued(self, dag_id: str) -> bool:
+        # in the partial index's order: SQLite, which has no statistics to tell the DAG's
+        # queued runs from all DAGs', then picks that index over (state, id), which needs a sort
+        query = (
+            sa.select(dag_runs.c.id)
+            .where(dag_runs.c.dag_id == dag_id, is_queued(dag_runs.c.state))
+            .order_by(dag_runs.c.logical_date, dag_runs.c.id)
+            .limit(1)
         )
-        with self._write(action) as conn:  # BEGIN IMMEDIATE: SQLite's write lock from here
-            row = conn.execute(insert).mappings().first()
-            created = row is not None
-            if row is None:
-                row = (
-                    conn.execute(sa.select(dag_runs).where(_where(dag_id, run_id))).mappings().one()
-                )
-            run = dag_run_record(row)
-            if run.state != DAG_QUEUED:
-                return TriggeredRun(run, created, ())
-            now = utcnow()
-            moved = conn.execute(_start_oldest(dag_id, max_active_runs, now)).mappings()
-            started = [dag_run_record(r) for r in moved]
-        run = next((r for r in started if r.run_id == run_id), run)
-        return TriggeredRun(run, created, tuple(oldest_first(started, now)))
+        with self._read(f"looking for queued runs of DAG {dag_id}") as conn:
+            return conn.execute(query).first() is not None
 
     def start_queued_dag_runs_of(
         self, max_active_runs: Mapping[str, int]
@@ -109,24 +55,9 @@ class DispatchMixin(StoreBase):
         one transaction (one round trip on PostgreSQL); dag_id -> the runs started, oldest
         first, for every DAG asked about. The per-DAG locks are taken in one global order, so
         concurrent batches never deadlock."""
-        started: dict[str, list[DagRunRecord]] = {dag_id: [] for dag_id in max_active_runs}
-        if not started:
-            return started
-        action = f"starting queued runs of {len(started)} DAG(s)"
-        if self.dialect == "postgresql":
-            call = _START_MANY.columns(*dag_runs.c)
-            params = {"dag_ids": list(started), "maxes": list(max_active_runs.values())}
-            with self._write(action) as conn:
-                for row in conn.execute(call, params).mappings():
-                    started[row["dag_id"]].append(dag_run_record(row))
-            now = utcnow()
-        else:
-            with self._write(action) as conn:
-                now = utcnow()
-                for dag_id, limit in max_active_runs.items():
-                    rows = conn.execute(_start_oldest(dag_id, limit, now)).mappings()
-                    started[dag_id] = [dag_run_record(r) for r in rows]
-        return {dag_id: oldest_first(runs, now) for dag_id, runs in started.items()}
+        if not max_active_runs:
+            return {}
+        return self._backend.start_queued_many(self._db, max_active_runs)
 
     def existing_dag_runs(self, keys: Collection[tuple[str, str]]) -> set[tuple[str, str]]:
         """Which of ``keys`` ((dag_id, run_id) pairs) have a DAG run, in one indexed read."""

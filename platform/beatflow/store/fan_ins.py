@@ -17,53 +17,10 @@ from typing import Any
 import sqlalchemy as sa
 
 from beatflow.store.base import StoreBase
-from beatflow.store.models import map_fan_ins, task_runs
-from beatflow.store.records import TASK_RUN_TERMINAL_STATES
+from beatflow.store.fan_in_sql import completed, ended_count
+from beatflow.store.models import map_fan_ins
 
 f = map_fan_ins.c
-t = task_runs.c
-
-
-def count_up(dag_id: Any, run_id: Any, task_id: Any, map_index: Any) -> sa.Update:
-    """One more instance of the expansion ended (a no-op without a fan-in, or for an index past
-    its total): returns the new count, the total and the canvas."""
-    return (
-        sa.update(map_fan_ins)
-        .where(
-            f.dag_id == dag_id,
-            f.run_id == run_id,
-            f.task_id == task_id,
-            f.total > map_index,
-            map_index >= 0,
-        )
-        .values(final=f.final + 1)
-        .returning(f.final, f.total, f.canvas)
-    )
-
-
-def completed(row: Any) -> dict[str, Any] | None:
-    """The canvas to continue when this count made the fan-in reach its total."""
-    if row is None or row["final"] is None or row["final"] != row["total"]:
-        return None
-    canvas: dict[str, Any] = row["canvas"] or {}
-    return canvas
-
-
-def _ended(dag_id: str, run_id: str, task_id: str, total: int) -> sa.ScalarSelect[int]:
-    """How many of an expansion's ``total`` instances have a final row."""
-    return (
-        sa.select(sa.func.count())
-        .select_from(task_runs)
-        .where(
-            t.dag_id == dag_id,
-            t.run_id == run_id,
-            t.task_id == task_id,
-            t.map_index >= 0,
-            t.map_index < total,
-            t.state.in_(sorted(TASK_RUN_TERMINAL_STATES)),
-        )
-        .scalar_subquery()
-    )
 
 
 class FanInsMixin(StoreBase):
@@ -82,7 +39,7 @@ class FanInsMixin(StoreBase):
             index_elements=["dag_id", "run_id", "task_id"],
             set_={"total": insert.excluded.total, "canvas": insert.excluded.canvas},
         )
-        ended = _ended(dag_id, run_id, task_id, total)
+        ended = ended_count(dag_id, run_id, task_id, total)
         recount = sa.update(map_fan_ins).where(*pk).values(final=ended).returning(f.final)
         action = f"opening the fan-in of task {task_id!r} of DAG run {dag_id}/{run_id}"
         with self._write(action, transaction=True) as conn:
@@ -95,9 +52,7 @@ class FanInsMixin(StoreBase):
         such as the task runs a deploy-skewed chunk fails); the canvas to continue when they
         have all ended, None otherwise or without a fan-in."""
         pk = (f.dag_id == dag_id, f.run_id == run_id, f.task_id == task_id)
-        lock = sa.select(f.total).where(*pk)
-        if self.dialect == "postgresql":
-            lock = lock.with_for_update()
+        lock = self._backend.lock_rows(sa.select(f.total).where(*pk))
         action = f"recounting the fan-in of task {task_id!r} of DAG run {dag_id}/{run_id}"
         with self._write(action, transaction=True) as conn:
             total = conn.execute(lock).scalar()
@@ -106,7 +61,7 @@ class FanInsMixin(StoreBase):
             recount = (
                 sa.update(map_fan_ins)
                 .where(*pk)
-                .values(final=_ended(dag_id, run_id, task_id, total))
+                .values(final=ended_count(dag_id, run_id, task_id, total))
                 .returning(f.final, f.total, f.canvas)
             )
             return completed(conn.execute(recount).mappings().first())

@@ -10,8 +10,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from beatflow.store.base import StoreBase, task_run_record
-from beatflow.store.dag_runs import check_conf
+from beatflow.store.base import StoreBase
 from beatflow.store.engine import require_aware, utcnow
 from beatflow.store.models import audit_events, task_runs
 from beatflow.store.records import (
@@ -21,6 +20,8 @@ from beatflow.store.records import (
     AuditRecord,
     TaskRunRecord,
 )
+from beatflow.store.rows import task_run_record
+from beatflow.store.sql import check_conf
 
 t = task_runs.c
 

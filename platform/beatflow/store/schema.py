@@ -15,12 +15,11 @@ from alembic.script import ScriptDirectory
 from alembic.util import CommandError
 
 from beatflow.errors import StoreError
+from beatflow.store.backends import backend_for
 from beatflow.store.engine import SQLITE_BEGIN
 
 MIGRATIONS = Path(__file__).parent / "migrations"
 VERSION_TABLE = "beatflow_alembic_version"
-# any constant: two processes upgrading the same PostgreSQL database take turns on it
-_PG_UPGRADE_LOCK = 0x6265_6174_666C
 
 
 def alembic_config(connection: sa.Connection | None = None) -> Config:
@@ -66,8 +65,7 @@ def migrate(engine: sa.Engine, target: str = "head", *, downgrade: bool = False)
     with engine.connect() as conn:
         conn = conn.execution_options(**{SQLITE_BEGIN: "IMMEDIATE"})
         with conn.begin():
-            if conn.dialect.name == "postgresql":
-                conn.execute(sa.select(sa.func.pg_advisory_xact_lock(_PG_UPGRADE_LOCK)))
+            backend_for(conn.dialect.name).lock_migrations(conn)
             config = alembic_config(conn)
             try:
                 if downgrade:

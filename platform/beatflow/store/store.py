@@ -18,14 +18,18 @@ from beatflow.store.fan_ins import FanInsMixin
 from beatflow.store.hot import HotPathMixin
 from beatflow.store.maintenance import MaintenanceMixin
 from beatflow.store.run_control import RunControlMixin
+from beatflow.store.run_creation import RunCreationMixin
 from beatflow.store.task_logs import TaskLogsMixin
 from beatflow.store.task_runs import TaskRunsMixin
+from beatflow.store.task_states import TaskStatesMixin
 
 
 class Store(
+    RunCreationMixin,
     DagRunsMixin,
     DispatchMixin,
     TaskRunsMixin,
+    TaskStatesMixin,
     DeadLettersMixin,
     MaintenanceMixin,
     BeatTermsMixin,

@@ -19,52 +19,30 @@ letter for a row that did not fail."""
 from __future__ import annotations
 
 import uuid
-from collections.abc import Collection
-from datetime import datetime
 from typing import Any
 
-import sqlalchemy as sa
-
 from beatflow.errors import StoreError
-from beatflow.store.base import StoreBase, task_run_record
-from beatflow.store.claim_sql import claim_statements, fresh_lease, lease_clock
-from beatflow.store.dead_letters import dead_letter_values
-from beatflow.store.engine import dumps_json, require_aware, utcnow
-from beatflow.store.fan_ins import completed, count_up
-from beatflow.store.models import dead_letters, is_running, task_runs
+from beatflow.store.base import StoreBase
+from beatflow.store.claim_sql import fresh_lease, lease_clock
+from beatflow.store.dead_letters import insert_dead_letter
+from beatflow.store.engine import utcnow
+from beatflow.store.fan_in_sql import completed, count_up
 from beatflow.store.records import (
     TASK_FAILED,
-    TASK_RUN_DECIDED_STATES,
     TASK_RUN_FINISH_STATES,
     TASK_RUN_TERMINAL_STATES,
     TASK_RUNNING,
     TASK_SUCCESS,
-    TASK_UP_FOR_RETRY,
     Claim,
     DeadLetterDraft,
     TaskRunEnded,
-    TaskRunRecord,
 )
+from beatflow.store.rows import task_run_record
+from beatflow.store.task_states import decided_upsert
 from beatflow.store.text import ERROR_MAX_CHARS, TRACEBACK_MAX_CHARS, clean_text
 
 # how often a claim retries when the row changes between its statements (e.g. a concurrent reset)
 _CLAIM_ATTEMPTS = 5
-
-
-def _pg_finish() -> sa.Executable:
-    """The finish on PostgreSQL (``claim_statements(...).finish``), for ``driver_statement``."""
-    return claim_statements("postgresql").finish
-
-
-def _pg_finish_counted() -> sa.Executable:
-    """The finish of a .map() instance on PostgreSQL: the finish and its count in the fan-in
-    (``fan_ins.count_up``) in one statement; the count's row, or NULLs without a fan-in."""
-    finish: Any = claim_statements("postgresql").finish  # an UPDATE ... RETURNING
-    fin = finish.cte("fin")
-    fan = count_up(fin.c.dag_id, fin.c.run_id, fin.c.task_id, fin.c.map_index).cte("fan")
-    return sa.select(fin.c.map_index, fan.c.final, fan.c.total, fan.c.canvas).select_from(
-        fin.outerjoin(fan, sa.true())
-    )
 
 
 def _identity(row: Any) -> tuple[Any, Any, Any, Any]:
@@ -89,7 +67,7 @@ class TaskRunsMixin(StoreBase):
     ) -> Claim:
         """Claim ``dedupe_key`` before running its task: ``run`` (you hold a new lease),
         ``done`` (already terminal: use ``record``) or ``held`` (a live lease: retry later)."""
-        sql = claim_statements(self.dialect)
+        sql = self._backend.claims
         identity = {
             "p_dedupe_key": dedupe_key,
             "p_dag_id": dag_id,
@@ -138,7 +116,7 @@ class TaskRunsMixin(StoreBase):
             **lease_clock(utcnow(), self.lease_seconds),
         }
         with self._write(f"renewing the lease of task run {dedupe_key!r}") as conn:
-            return conn.execute(claim_statements(self.dialect).renew, params).rowcount == 1
+            return conn.execute(self._backend.claims.renew, params).rowcount == 1
 
     def finish_task_run(
         self,
@@ -218,20 +196,17 @@ class TaskRunsMixin(StoreBase):
         counts: bool,
     ) -> TaskRunEnded:
         action = f"finishing task run {dedupe_key!r}"
-        if letter is None and self.dialect == "postgresql":  # every task run's: the driver's
-            result = params["p_result"]
-            params = {**params, "p_result": None if result is None else dumps_json(result)}
-            if not counts:
-                return TaskRunEnded(bool(self._driver_rows(action, _pg_finish, params)))
-            rows = self._driver_rows(action, _pg_finish_counted, params)
-            return TaskRunEnded(bool(rows), completed(rows[0]) if rows else None)
+        if letter is None:  # every task run's: one round trip where the backend has one
+            ended = self._backend.finish_alone(self._db, action, params, counts=counts)
+            if ended is not None:
+                return ended
         with self._write(action, transaction=letter is not None or counts) as conn:
-            row = conn.execute(claim_statements(self.dialect).finish, params).mappings().first()
+            row = conn.execute(self._backend.claims.finish, params).mappings().first()
             if row is None:
                 return TaskRunEnded(False)
             if letter is not None:
                 error, tb = params["p_error"], params["p_traceback"]
-                self._insert_letter(conn, dedupe_key, error, tb, letter, **row)
+                insert_dead_letter(conn, dedupe_key, error, tb, letter, **row)
             if not counts:
                 return TaskRunEnded(True)
             counted = conn.execute(count_up(*_identity(row))).mappings().first()
@@ -267,193 +242,17 @@ class TaskRunsMixin(StoreBase):
             "map_index": map_index,
         }
         with self._write(f"failing task run {dedupe_key!r}", transaction=True) as conn:
-            written = conn.execute(claim_statements(self.dialect).fail, params).rowcount == 1
+            written = conn.execute(self._backend.claims.fail, params).rowcount == 1
             if not written:
-                upsert = self._decided_upsert(
-                    dedupe_key, state=TASK_FAILED, error=error, **identity
+                upsert = decided_upsert(
+                    self._backend, dedupe_key, state=TASK_FAILED, error=error, **identity
                 )
                 written = conn.execute(upsert).first() is not None
             if not written:
                 return TaskRunEnded(False)
             if letter is not None:
-                self._insert_letter(conn, dedupe_key, error, traceback, letter, **identity)
+                insert_dead_letter(conn, dedupe_key, error, traceback, letter, **identity)
             if map_index < 0:
                 return TaskRunEnded(True)
             counted = conn.execute(count_up(dag_id, run_id, task_id, map_index))
             return TaskRunEnded(True, completed(counted.mappings().first()))
-
-    def _insert_letter(
-        self,
-        conn: sa.Connection,
-        dedupe_key: str,
-        error: str | None,
-        traceback: str | None,
-        letter: DeadLetterDraft,
-        **identity: Any,
-    ) -> None:
-        """Insert the dead letter of the task run just failed on ``conn`` (its transaction);
-        ``identity``: its dag_id, run_id, task_id and map_index."""
-        values = dead_letter_values(
-            dedupe_key=dedupe_key, error=error, traceback=traceback, letter=letter, **identity
-        )
-        conn.execute(sa.insert(dead_letters).values(**values))
-
-    def record_deduped(
-        self, dedupe_key: str, *, run_id: str, source: TaskRunRecord
-    ) -> TaskRunRecord:
-        """This run's row for a task whose (custom) dedupe key was done by another run: final,
-        with the stored result and ``deduped_from`` naming that run, under this run's default
-        ``dedupe_key``. Insert-or-ignore; returns the row as stored."""
-        values = {
-            "dedupe_key": dedupe_key,
-            "dag_id": source.dag_id,
-            "run_id": run_id,
-            "task_id": source.task_id,
-            "map_index": source.map_index,
-            "state": source.state,
-            "try_number": 0,
-            "result": source.result,
-            "error": clean_text(source.error, ERROR_MAX_CHARS),
-            "map_count": source.map_count,
-            "deduped_from": source.deduped_from or source.run_id,
-            "ended_at": utcnow(),
-        }
-        insert = (
-            self._insert(task_runs)
-            .values(**values)
-            .on_conflict_do_nothing(index_elements=["dedupe_key"])
-        )
-        with self._write(f"recording deduped task run {dedupe_key!r}") as conn:
-            conn.execute(insert)
-        row = self.get_task_run(dedupe_key)
-        if row is None:
-            raise StoreError(f"task run {dedupe_key!r} vanished right after it was written")
-        return row
-
-    def set_task_state(
-        self,
-        dedupe_key: str,
-        *,
-        dag_id: str,
-        run_id: str,
-        task_id: str,
-        map_index: int = -1,
-        state: str,
-        error: str | None = None,
-        letter: DeadLetterDraft | None = None,
-    ) -> bool:
-        """Record a state decided without running the task (upstream_failed, skipped, or failed
-        before it could start). Inserts the row, or updates one that waits to run again
-        (``up_for_retry``: reset by a replay or a clear, whose upstream failed again); a final
-        or claimed row is left alone. ``letter``: with ``failed``, the dead letter written in
-        the same transaction. Returns True only if this call wrote it."""
-        if state not in TASK_RUN_DECIDED_STATES:
-            raise StoreError(
-                f"cannot set task run {dedupe_key!r} to {state!r} without running it; "
-                f"expected one of {', '.join(sorted(TASK_RUN_DECIDED_STATES))}"
-            )
-        if letter is not None and state != TASK_FAILED:
-            raise StoreError(f"task run {dedupe_key!r}: only a failed task run has a dead letter")
-        identity: dict[str, Any] = {
-            "dag_id": dag_id,
-            "run_id": run_id,
-            "task_id": task_id,
-            "map_index": map_index,
-        }
-        upsert = self._decided_upsert(dedupe_key, state=state, error=error, **identity)
-        with self._write(
-            f"setting task run {dedupe_key!r} to {state}", transaction=letter is not None
-        ) as conn:
-            written = conn.execute(upsert).first() is not None
-            if written and letter is not None:
-                self._insert_letter(conn, dedupe_key, error, None, letter, **identity)
-            return written
-
-    def _decided_upsert(
-        self,
-        dedupe_key: str,
-        *,
-        dag_id: str,
-        run_id: str,
-        task_id: str,
-        map_index: int,
-        state: str,
-        error: str | None,
-    ) -> sa.Executable:
-        """Insert a decided row, or update one that is ``up_for_retry``; returns its id when it
-        wrote (see ``set_task_state``)."""
-        insert = self._insert(task_runs).values(
-            dedupe_key=dedupe_key,
-            dag_id=dag_id,
-            run_id=run_id,
-            task_id=task_id,
-            map_index=map_index,
-            state=state,
-            try_number=0,
-            error=clean_text(error, ERROR_MAX_CHARS),
-            ended_at=utcnow(),
-        )
-        return insert.on_conflict_do_update(
-            index_elements=["dedupe_key"],
-            set_={
-                "state": insert.excluded.state,
-                "error": insert.excluded.error,
-                "ended_at": insert.excluded.ended_at,
-                "lease_token": None,
-                "lease_expires_at": None,
-            },
-            where=task_runs.c.state == TASK_UP_FOR_RETRY,
-        ).returning(task_runs.c.id)
-
-    def get_task_run(self, dedupe_key: str) -> TaskRunRecord | None:
-        with self._read(f"reading task run {dedupe_key!r}") as conn:
-            row = (
-                conn.execute(sa.select(task_runs).where(task_runs.c.dedupe_key == dedupe_key))
-                .mappings()
-                .first()
-            )
-        return None if row is None else task_run_record(row)
-
-    def get_task_runs(
-        self, dag_id: str, run_id: str, task_ids: Collection[str] | None = None
-    ) -> list[TaskRunRecord]:
-        """The task runs of one DAG run (only those of ``task_ids`` when given) by start time
-        (never started: last), task, map index."""
-        where = [task_runs.c.dag_id == dag_id, task_runs.c.run_id == run_id]
-        if task_ids is not None:
-            where.append(task_runs.c.task_id.in_(sorted(task_ids)))
-        query = (
-            sa.select(task_runs)
-            .where(*where)
-            .order_by(
-                task_runs.c.started_at.asc().nulls_last(),
-                task_runs.c.task_id,
-                task_runs.c.map_index,
-            )
-        )
-        with self._read(f"reading the task runs of DAG run {dag_id}/{run_id}") as conn:
-            rows = conn.execute(query).mappings().all()
-        return [task_run_record(r) for r in rows]
-
-    def reset_task_run(self, dedupe_key: str) -> bool:
-        """For replay: a terminal task run goes back to up_for_retry, so the next claim runs it
-        as a new try under the same dedupe key. False if it is not terminal (or missing)."""
-        with self._write(f"resetting task run {dedupe_key!r}") as conn:
-            updated = conn.execute(
-                sa.update(task_runs)
-                .where(
-                    task_runs.c.dedupe_key == dedupe_key,
-                    task_runs.c.state.in_(TASK_RUN_TERMINAL_STATES),
-                )
-                .values(state=TASK_UP_FOR_RETRY, lease_token=None, lease_expires_at=None)
-            )
-            return updated.rowcount == 1
-
-    def count_stuck_task_runs(self, now: datetime | None = None) -> int:
-        """Task runs still 'running' whose lease expired: their worker died or hangs."""
-        at = utcnow() if now is None else require_aware(now, "now")
-        query = sa.select(sa.func.count()).where(
-            is_running(task_runs.c.state), task_runs.c.lease_expires_at < at
-        )
-        with self._read("counting stuck task runs") as conn:
-            return int(conn.execute(query).scalar_one())
