@@ -1,7 +1,8 @@
-"""A .map() expansion's fan-in without a Celery chord (migration 0014): the expander opens it
-(``open_fan_in``) before it sends any instance; the statement that ends an instance counts it
-(``finish_map_instance``, ``fail_task_run``), and the one whose count reaches the expansion's
-total returns what follows the expander in its canvas, for its worker to send.
+"""A .map() expansion: the items it expands into (one ``map_items`` row per instance, each
+instance reads its own), and its fan-in without a Celery chord (migration 0014): the expander
+opens it (``open_fan_in``) before it sends any instance; the statement that ends an instance
+counts it (``finish_map_instance``, ``fail_task_run``), and the one whose count reaches the
+expansion's total returns what follows the expander in its canvas, for its worker to send.
 
 Counting is exact under concurrency: the count's UPDATE takes the fan-in row's lock in the
 transaction that ends the instance, so the increments are applied one after another, each on
@@ -12,18 +13,41 @@ the lock and so saw every instance committed before it."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import sqlalchemy as sa
 
 from beatflow.store.base import StoreBase
 from beatflow.store.fan_in_sql import completed, ended_count
-from beatflow.store.models import map_fan_ins
+from beatflow.store.models import map_fan_ins, map_items
+from beatflow.store.records import INSERT_CHUNK
 
 f = map_fan_ins.c
 
 
 class FanInsMixin(StoreBase):
+    def record_map_items(
+        self, dag_id: str, run_id: str, task_id: str, items: Sequence[Any]
+    ) -> None:
+        """Write the items a .map() task expands into, one row per instance (``map_index`` =
+        position), before its instances are sent: each instance then reads its own row. Again
+        for the same task (a redelivered or cleared expansion) overwrites them, in one
+        transaction of multi-row inserts of at most ``INSERT_CHUNK``."""
+        rows = [
+            {"dag_id": dag_id, "run_id": run_id, "task_id": task_id, "map_index": i, "item": item}
+            for i, item in enumerate(items)
+        ]
+        insert = self._insert(map_items)
+        upsert = insert.on_conflict_do_update(
+            index_elements=["dag_id", "run_id", "task_id", "map_index"],
+            set_={"item": insert.excluded.item},
+        )
+        action = f"recording the {len(rows)} items of task {task_id!r} of DAG run {dag_id}/{run_id}"
+        with self._write(action, transaction=True) as conn:
+            for start in range(0, len(rows), INSERT_CHUNK):
+                conn.execute(upsert, rows[start : start + INSERT_CHUNK])
+
     def open_fan_in(
         self, dag_id: str, run_id: str, task_id: str, total: int, canvas: dict[str, Any]
     ) -> bool:

@@ -20,7 +20,6 @@ from typing import Any
 from beatflow.errors import StoreError
 from beatflow.store.base import StoreBase
 from beatflow.store.engine import utcnow
-from beatflow.store.models import map_items
 from beatflow.store.node_sql import (
     MAX_BOUND_UPSTREAM,
     element_params,
@@ -30,7 +29,6 @@ from beatflow.store.node_sql import (
 )
 from beatflow.store.records import (
     DAG_RUN_FINISHED_STATES,
-    INSERT_CHUNK,
     Claim,
     DagRunRecord,
     FinishedRun,
@@ -73,27 +71,6 @@ class HotPathMixin(StoreBase):
             "p_run_state": run_state,
         }
         return self._backend.finish_and_close(self._db, action, params, max_active_runs)
-
-    def record_map_items(
-        self, dag_id: str, run_id: str, task_id: str, items: Sequence[Any]
-    ) -> None:
-        """Write the items a .map() task expands into, one row per instance (``map_index`` =
-        position), before its instances are sent: each instance then reads its own row. Again
-        for the same task (a redelivered or cleared expansion) overwrites them, in one
-        transaction of multi-row inserts of at most ``INSERT_CHUNK``."""
-        rows = [
-            {"dag_id": dag_id, "run_id": run_id, "task_id": task_id, "map_index": i, "item": item}
-            for i, item in enumerate(items)
-        ]
-        insert = self._insert(map_items)
-        upsert = insert.on_conflict_do_update(
-            index_elements=["dag_id", "run_id", "task_id", "map_index"],
-            set_={"item": insert.excluded.item},
-        )
-        action = f"recording the {len(rows)} items of task {task_id!r} of DAG run {dag_id}/{run_id}"
-        with self._write(action, transaction=True) as conn:
-            for start in range(0, len(rows), INSERT_CHUNK):
-                conn.execute(upsert, rows[start : start + INSERT_CHUNK])
 
     def read_and_claim(
         self,

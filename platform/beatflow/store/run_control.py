@@ -1,45 +1,30 @@
 """What operators (and the reconciler) do to the task runs of one DAG run: cancel the
 unfinished ones, reset chosen ones for a clear (a new try under the same dedupe key), force one
-task's state (mark); and the audit table that records who did what, when and why."""
+task's state (mark). What they did is recorded in the audit table (``audit``)."""
 
 from __future__ import annotations
 
 from collections.abc import Collection
-from datetime import datetime
 from typing import Any
 
 import sqlalchemy as sa
 
 from beatflow.store.base import StoreBase
-from beatflow.store.engine import require_aware, utcnow
-from beatflow.store.models import audit_events, task_runs
+from beatflow.store.engine import utcnow
+from beatflow.store.models import task_runs
 from beatflow.store.records import (
     TASK_CANCELLED,
     TASK_RUN_TERMINAL_STATES,
     TASK_UP_FOR_RETRY,
-    AuditRecord,
     TaskRunRecord,
 )
 from beatflow.store.rows import task_run_record
-from beatflow.store.sql import check_conf
 
 t = task_runs.c
 
 
 def _of_run(dag_id: str, run_id: str) -> sa.ColumnElement[bool]:
     return sa.and_(t.dag_id == dag_id, t.run_id == run_id)
-
-
-def audit_record(row: sa.RowMapping) -> AuditRecord:
-    return AuditRecord(
-        id=row["id"],
-        at=row["at"],
-        actor=row["actor"],
-        action=row["action"],
-        dag_id=row["dag_id"],
-        run_id=row["run_id"],
-        detail=dict(row["detail"] or {}),
-    )
 
 
 class RunControlMixin(StoreBase):
@@ -132,53 +117,3 @@ class RunControlMixin(StoreBase):
                 .returning(t.id)
             )
             return len(conn.execute(insert).all())
-
-    # ------------------------------------------------------------------ audit
-
-    def record_audit(
-        self,
-        actor: str,
-        action: str,
-        dag_id: str | None = None,
-        run_id: str | None = None,
-        detail: dict[str, Any] | None = None,
-    ) -> AuditRecord:
-        """Record that ``actor`` did ``action`` (to a DAG, a run), with a JSON ``detail``."""
-        values = {
-            "at": utcnow(),
-            "actor": actor[:250],
-            "action": action[:50],
-            "dag_id": dag_id,
-            "run_id": run_id,
-            "detail": check_conf(detail, f"audit detail of {action}"),
-        }
-        with self._write(f"recording {action} by {actor}") as conn:
-            row = (
-                conn.execute(self._insert(audit_events).values(**values).returning(*audit_events.c))
-                .mappings()
-                .one()
-            )
-        return audit_record(row)
-
-    def list_audit(
-        self,
-        dag_id: str | None = None,
-        run_id: str | None = None,
-        *,
-        action: str | None = None,
-        since: datetime | None = None,
-        limit: int = 100,
-    ) -> list[AuditRecord]:
-        """Audit records, newest first, filtered by DAG, run, action and time."""
-        a = audit_events.c
-        query = sa.select(audit_events).order_by(a.id.desc()).limit(max(0, limit))
-        if dag_id is not None:
-            query = query.where(a.dag_id == dag_id)
-        if run_id is not None:
-            query = query.where(a.run_id == run_id)
-        if action is not None:
-            query = query.where(a.action == action)
-        if since is not None:
-            query = query.where(a.at >= require_aware(since, "since"))
-        with self._read("listing audit records") as conn:
-            return [audit_record(r) for r in conn.execute(query).mappings()]

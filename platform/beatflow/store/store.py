@@ -8,6 +8,7 @@ from __future__ import annotations
 from beatflow.errors import SchemaOutOfDateError, StoreError
 from beatflow.settings import mask_url
 from beatflow.store import schema
+from beatflow.store.audit import AuditMixin
 from beatflow.store.beat_terms import BeatTermsMixin
 from beatflow.store.browse import BrowseMixin
 from beatflow.store.dag_runs import DagRunsMixin
@@ -34,6 +35,7 @@ class Store(
     MaintenanceMixin,
     BeatTermsMixin,
     RunControlMixin,
+    AuditMixin,
     TaskLogsMixin,
     BrowseMixin,
     HotPathMixin,
