@@ -7,6 +7,7 @@ run that exists is returned as it is."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -152,15 +153,13 @@ class RunCreationMixin(StoreBase):
         return Created(made)
 
 
+@dataclass(frozen=True, slots=True)
 class Created:
     """What ``_create_runs`` did: ``(run, created)`` per row asked for, and the runs the
     dispatch ``started`` (oldest first), which the caller sends."""
 
-    __slots__ = ("made", "started")
-
-    def __init__(self, made: Made, started: tuple[DagRunRecord, ...] = ()) -> None:
-        self.made = made
-        self.started = started
+    made: Made
+    started: tuple[DagRunRecord, ...] = ()
 
 
 def _drafted(drafts: Sequence[ScheduledRunDraft], leader_epoch: int | None) -> list[dict[str, Any]]:
