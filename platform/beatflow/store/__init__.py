@@ -27,6 +27,7 @@ Below them: ``base`` (StoreBase), ``db`` (the engine and its transactions), ``ba
 from __future__ import annotations
 
 from beatflow.store.records import (
+    AuditNote,
     Claim,
     DagRunRecord,
     DeadLetterDraft,
@@ -39,6 +40,7 @@ from beatflow.store.records import (
 from beatflow.store.store import Store
 
 __all__ = [
+    "AuditNote",
     "Claim",
     "DagRunRecord",
     "DeadLetterDraft",

@@ -11,26 +11,20 @@ import sqlalchemy as sa
 from beatflow.store.base import StoreBase
 from beatflow.store.engine import require_aware, utcnow
 from beatflow.store.models import audit_events
-from beatflow.store.records import AuditRecord
+from beatflow.store.records import AuditNote, AuditRecord
 from beatflow.store.sql import check_conf
 
 
-def audit_values(
-    actor: str,
-    action: str,
-    dag_id: str | None = None,
-    run_id: str | None = None,
-    detail: dict[str, Any] | None = None,
-) -> dict[str, Any]:
-    """The checked row of an audit record (its detail a JSON object), to insert on its own or
-    in the transaction of what it records."""
+def audit_values(note: AuditNote, dag_id: str | None, run_id: str | None) -> dict[str, Any]:
+    """The checked column values of an audit record (the one place they are made: alone, or
+    in the transaction of the change they record)."""
     return {
         "at": utcnow(),
-        "actor": actor[:250],
-        "action": action[:50],
+        "actor": note.actor[:250],
+        "action": note.action[:50],
         "dag_id": dag_id,
         "run_id": run_id,
-        "detail": check_conf(detail, f"audit detail of {action}"),
+        "detail": check_conf(note.detail, f"audit detail of {note.action}"),
     }
 
 
@@ -56,7 +50,7 @@ class AuditMixin(StoreBase):
         detail: dict[str, Any] | None = None,
     ) -> AuditRecord:
         """Record that ``actor`` did ``action`` (to a DAG, a run), with a JSON ``detail``."""
-        values = audit_values(actor, action, dag_id, run_id, detail)
+        values = audit_values(AuditNote(actor, action, detail or {}), dag_id, run_id)
         with self._write(f"recording {action} by {actor}") as conn:
             row = (
                 conn.execute(self._insert(audit_events).values(**values).returning(*audit_events.c))

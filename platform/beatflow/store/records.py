@@ -5,7 +5,7 @@ CLI. Every datetime is timezone-aware UTC."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal
 
@@ -144,6 +144,16 @@ class TriggeredRun:
     run: DagRunRecord
     created: bool
     started: tuple[DagRunRecord, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class AuditNote:
+    """An operator's verb to record with the change it makes, in the same transaction: who
+    (``actor``: a user, a token, ``cli:<os user>``), what (``action``) and its ``detail``."""
+
+    actor: str
+    action: str
+    detail: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)

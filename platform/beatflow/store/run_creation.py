@@ -11,12 +11,14 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from beatflow.store.audit import audit_values
 from beatflow.store.base import StoreBase
 from beatflow.store.beat_terms import raise_fence
 from beatflow.store.engine import utcnow
 from beatflow.store.records import (
     INSERT_CHUNK,
     TRIGGER_MANUAL,
+    AuditNote,
     DagRunRecord,
     ScheduledRunDraft,
     TriggeredRun,
@@ -62,6 +64,7 @@ class RunCreationMixin(StoreBase):
         conf: dict[str, Any] | None = None,
         leader_epoch: int | None = None,
         followed: bool = False,
+        audit: AuditNote | None = None,
     ) -> TriggeredRun:
         """``create_dag_run`` then, when the run is queued (new, or its first dispatch failed),
         ``start_queued_dag_runs(dag_id, max_active_runs)``, in one transaction (one round trip
@@ -70,7 +73,8 @@ class RunCreationMixin(StoreBase):
         inserted as running without the dispatch lock (migration 0015), checked against the
         limit by the count the insert itself took. ``followed``: a new run is created marked
         followed (its end is announced: the caller listens on its channel already); a run that
-        exists keeps its mark."""
+        exists keeps its mark. ``audit``: the operator's record of this trigger, written in
+        the same transaction (an audit that fails leaves no run, and the reverse)."""
         values = run_values(
             dag_id,
             run_id,
@@ -81,7 +85,8 @@ class RunCreationMixin(StoreBase):
             now=utcnow(),
             followed=followed,
         )
-        created = self._create_runs([values], start_under=max_active_runs)
+        noted = None if audit is None else audit_values(audit, dag_id, run_id)
+        created = self._create_runs([values], start_under=max_active_runs, audit=noted)
         ((run, is_new),) = created.made
         return TriggeredRun(run, is_new, created.started)
 
@@ -128,17 +133,19 @@ class RunCreationMixin(StoreBase):
         *,
         fence: int | None = None,
         start_under: int | None = None,
+        audit: dict[str, Any] | None = None,
         transaction: bool = True,
     ) -> Created:
         """Every DAG run is created here. ``values``: one ``run_values`` per run.
         ``start_under``: one run, whose DAG is then dispatched under this max_active_runs in
         the same transaction (the backend's ``create_and_start``: one round trip on
-        PostgreSQL). ``fence``: the beat leader's epoch, checked (StaleLeaderError) and the
-        runs inserted in one transaction. Else one transaction per INSERT_CHUNK runs
-        (``transaction`` False: a single run, written in autocommit on PostgreSQL)."""
+        PostgreSQL), with the ``audit`` record of who asked. ``fence``: the beat leader's
+        epoch, checked (StaleLeaderError) and the runs inserted in one transaction. Else one
+        transaction per INSERT_CHUNK runs (``transaction`` False: a single run, written in
+        autocommit on PostgreSQL)."""
         if start_under is not None:
             (one,) = values
-            triggered = self._backend.create_and_start(self._db, one, start_under)
+            triggered = self._backend.create_and_start(self._db, one, start_under, audit)
             return Created([(triggered.run, triggered.created)], triggered.started)
         scheduled = "scheduled " if fence is not None else ""
         if fence is not None:

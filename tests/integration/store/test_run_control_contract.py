@@ -7,7 +7,10 @@ from __future__ import annotations
 import threading
 from datetime import UTC, datetime, timedelta
 
-from beatflow.store import Store
+import pytest
+
+from beatflow.errors import StoreError
+from beatflow.store import AuditNote, Store
 from tests.integration.store.conftest import MakeStore
 
 T0 = datetime(2026, 3, 1, tzinfo=UTC)
@@ -96,3 +99,28 @@ def test_audit_records_are_listed_newest_first_and_filtered(make_store: MakeStor
     assert [a.action for a in store.list_audit("d")] == ["pause", "cancel"]
     [only] = store.list_audit("d", "r1")
     assert only.detail == {"reason": "x"} and only.at.tzinfo is not None
+
+
+def test_a_trigger_with_an_audit_note_writes_the_run_and_its_record_in_one_transaction(
+    make_store: MakeStore,
+) -> None:
+    store = make_store()
+    note = AuditNote("alice", "trigger", {"conf": {"n": 1}})
+    triggered = store.create_and_start_dag_run("d", "r1", 1, audit=note)
+    again = store.create_and_start_dag_run("d", "r1", 1, audit=AuditNote("bob", "trigger"))
+    assert triggered.created and not again.created
+    assert [r.run_id for r in triggered.started] == ["r1"]
+    records = store.list_audit("d", "r1")
+    assert [(a.actor, a.action, a.detail) for a in records] == [
+        ("bob", "trigger", {}),
+        ("alice", "trigger", {"conf": {"n": 1}}),
+    ]
+    assert store.list_audit("d", "r2") == []
+
+
+def test_an_audit_note_that_cannot_be_written_leaves_no_run(make_store: MakeStore) -> None:
+    store = make_store()
+    bad = AuditNote("a", "trigger", {"x": object()})  # not JSON
+    with pytest.raises(StoreError):
+        store.create_and_start_dag_run("d", "r1", 1, audit=bad)
+    assert store.get_dag_run("d", "r1") is None and store.list_audit() == []

@@ -86,10 +86,15 @@ class Backend(ABC):
 
     @abstractmethod
     def create_and_start(
-        self, db: Runner, values: dict[str, Any], max_active_runs: int
+        self,
+        db: Runner,
+        values: dict[str, Any],
+        max_active_runs: int,
+        audit: dict[str, Any] | None = None,
     ) -> TriggeredRun:
         """Insert the run of ``values`` (``sql.run_values``) or find it, and when it is queued
-        start the DAG's oldest queued runs under ``max_active_runs``, in one transaction."""
+        start the DAG's oldest queued runs under ``max_active_runs``, in one transaction; with
+        the ``audit`` record (``audit.audit_values``) of who asked, in the same one."""
 
     @abstractmethod
     def start_queued(self, db: Runner, dag_id: str, max_active_runs: int) -> list[DagRunRecord]:

@@ -46,11 +46,33 @@ CREATE_AND_START_PARAMS = (
 )
 
 
+# the same call with the audit record of the operator who asked, in the same statement (one
+# transaction, no second round trip): neither is written without the other
+_CREATE_START_AND_AUDIT = sa.text(
+    "WITH f AS MATERIALIZED ("
+    f"{_CREATE_AND_START.text}"
+    "), a AS (INSERT INTO audit_events (at, actor, action, dag_id, run_id, detail) VALUES ("
+    ":audit_at, CAST(:audit_actor AS text), CAST(:audit_action AS text), CAST(:dag_id AS text), "
+    "CAST(:run_id AS text), CAST(:audit_detail AS json))) SELECT * FROM f"
+).bindparams(
+    sa.bindparam("logical_date", type_=UTCDateTime()),
+    sa.bindparam("queued_at", type_=UTCDateTime()),
+    sa.bindparam("audit_at", type_=UTCDateTime()),
+)
+
+
 @functools.cache
 def create_and_start() -> sa.TextClause:
     """The call with its typed result columns, built once (it runs on every trigger)."""
     columns = (sa.column("is_new", sa.Boolean()), sa.column("is_started", sa.Boolean()))
     return _CREATE_AND_START.columns(*columns, *dag_runs.c)  # type: ignore[return-value]
+
+
+@functools.cache
+def create_start_and_audit() -> sa.TextClause:
+    """``create_and_start`` with an audit record written by the same statement."""
+    columns = (sa.column("is_new", sa.Boolean()), sa.column("is_started", sa.Boolean()))
+    return _CREATE_START_AND_AUDIT.columns(*columns, *dag_runs.c)  # type: ignore[return-value]
 
 
 @functools.cache

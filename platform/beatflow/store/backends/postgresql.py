@@ -81,13 +81,27 @@ class Postgres(Backend):
         return list(conn.execute(sa.select(inner).select_from(ids.join(inner, sa.true()))))
 
     def create_and_start(
-        self, db: Runner, values: dict[str, Any], max_active_runs: int
+        self,
+        db: Runner,
+        values: dict[str, Any],
+        max_active_runs: int,
+        audit: dict[str, Any] | None = None,
     ) -> TriggeredRun:
-        """``beatflow_create_and_start`` (migrations 0008, 0015, 0018): one round trip."""
+        """``beatflow_create_and_start`` (migrations 0008, 0015, 0018): one round trip, the
+        audit record's insert in the same statement."""
         params = {key: values[key] for key in pg.CREATE_AND_START_PARAMS}
         params.update(conf=dumps_json(values["conf"]), max=max_active_runs)
+        statement = pg.create_and_start
+        if audit is not None:
+            statement = pg.create_start_and_audit
+            params.update(
+                audit_at=audit["at"],
+                audit_actor=audit["actor"],
+                audit_action=audit["action"],
+                audit_detail=dumps_json(audit["detail"]),
+            )
         action = f"creating and dispatching DAG run {values['dag_id']}/{values['run_id']}"
-        rows = db.driver_rows(action, pg.create_and_start, params)
+        rows = db.driver_rows(action, statement, params)
         own = next(r for r in rows if r["run_id"] == values["run_id"])
         started = [dag_run_record(r) for r in rows if r["is_started"]]
         return TriggeredRun(

@@ -17,7 +17,7 @@ from sqlalchemy.dialects import sqlite
 from beatflow.store.backends import Backend, Runner
 from beatflow.store.claim_sql import ClaimStatements, build_claim_statements, fresh_lease
 from beatflow.store.engine import SQLITE_BEGIN, UTCDateTime, utcnow
-from beatflow.store.models import dag_runs
+from beatflow.store.models import audit_events, dag_runs
 from beatflow.store.node_sql import ELEMENT_PARAMS, node_read
 from beatflow.store.records import (
     DAG_QUEUED,
@@ -80,12 +80,18 @@ class Sqlite(Backend):
         return rows
 
     def create_and_start(
-        self, db: Runner, values: dict[str, Any], max_active_runs: int
+        self,
+        db: Runner,
+        values: dict[str, Any],
+        max_active_runs: int,
+        audit: dict[str, Any] | None = None,
     ) -> TriggeredRun:
         dag_id, run_id = values["dag_id"], values["run_id"]
         action = f"creating and dispatching DAG run {dag_id}/{run_id}"
         with db.write(action) as conn:  # BEGIN IMMEDIATE: SQLite's write lock from here
             ((run, created),) = insert_runs(conn, self, [values])
+            if audit is not None:
+                conn.execute(sa.insert(audit_events).values(**audit))
             if run.state != DAG_QUEUED:
                 return TriggeredRun(run, created, ())
             now = utcnow()
