@@ -16,16 +16,15 @@ from beatflow.celery_passthrough import install_config_masking
 from beatflow.dag.loader import load_dags as load_dags_folder
 from beatflow.execution.canvas import counting_backend
 from beatflow.execution.lease import LeaseKeeper
-from beatflow.execution.log_capture import install_log_capture
 from beatflow.execution.send import BatchingCelery, BatchingEvents
-from beatflow.execution.tasks import install
 from beatflow.logs import configure_logging
 from beatflow.observability.flower import configure_if_flower
-from beatflow.runs import finish, fire, reconciler
-from beatflow.runs.lifecycle import close_run
+from beatflow.runs import fire, reconciler
 from beatflow.runtime import Runtime, attach, runtime_of
 from beatflow.settings import Settings, mask_url
 from beatflow.store import Store
+from beatflow.worker.log_capture import install_log_capture
+from beatflow.worker.tasks import install
 
 log = logging.getLogger(__name__)
 
@@ -63,13 +62,11 @@ def create_app(settings: Settings | None = None, *, load_dags: bool = True) -> C
         load_dags=lambda: load_dags_folder(settings.dags_folder, skip_modules=settings.imports),
         open_store=lambda: _open_store(settings),
         make_leases=_make_leases,
-        close_run=close_run,
     )
     attach(app, runtime)
-    install(app, runtime, load_dags=load_dags)
+    install(app, runtime, load_dags=load_dags)  # the worker's tasks, beatflow.finish_run among them
     install_log_capture(runtime)  # task logs into the results DB, in worker processes
     fire.register(app)
-    finish.register(app)
     reconciler.register(app)  # a worker runs the reconciler's thread (HA by a Redis lease)
     plain.install(app, settings, import_now=load_dags)  # BEATFLOW_IMPORTS: plain Celery tasks
     return app

@@ -17,6 +17,8 @@ BeatflowError
 │   ├── SchemaOutOfDateError   the database is behind the code: run `beatflow db upgrade`
 │   └── ResultError            a task's return value is not JSON or is too large
 ├── TaskRunFailedError       a task run failed for good without an exception of its own
+├── DeploySkewError          a message names a DAG, task or plan part this worker does not have
+├── NoSuchItemError          a .map() instance's index is past the end of the list it maps over
 ├── SchedulerError           the beat cannot run with these settings
 │   └── StaleLeaderError       a deposed beat leader's write was refused
 ├── DevStackError            `beatflow dev` cannot start its Redis or a child process
@@ -179,6 +181,16 @@ class ResultError(StoreError):
 class TaskRunFailedError(BeatflowError):
     """Raised (for Celery to record FAILURE) when a task run failed for good without an
     exception of its own: its worker was lost too often, or ``.map()`` got no list."""
+
+
+class DeploySkewError(BeatflowError):
+    """Raised when a message names a DAG, task or plan part this worker does not have (a
+    message sent for another version of the dags folder: a rolled deploy)."""
+
+
+class NoSuchItemError(BeatflowError):
+    """Raised when a .map() instance's index is past the end of the list its task maps over
+    (a message no expansion sent): its task run fails and nothing runs."""
 
 
 class SchedulerError(BeatflowError):

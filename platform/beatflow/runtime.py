@@ -3,25 +3,39 @@ loaded dags folder, the results store, the lease keeper. The composition root
 (:func:`beatflow.app.create_app`) builds it and attaches it to the Celery app; everything else
 reaches it through :func:`runtime_of`.
 
-This module sits at the bottom of the package: it imports no other beatflow package at run time.
-How to load the DAGs, open the store and keep leases is handed in by the root as factories, so
-the packages that use a Runtime (execution, runs, scheduler, cli) never import the packages it
-is built from through it."""
+At run time this module imports no other beatflow package; it names the types it holds (the
+dags folder, the store) only for type checking, so it sits just above ``store`` and below every
+package that uses a Runtime (worker, runs, scheduler, cli, web). How to load the DAGs, open the
+store and keep leases is handed in by the root as factories (the lease keeper as the ``Leases``
+protocol), so nothing imports the packages a Runtime is built from through it."""
 
 from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
     from celery import Celery
 
     from beatflow.dag.loader import DagBag
     from beatflow.dag.model import DAG
-    from beatflow.execution.lease import LeaseKeeper
     from beatflow.settings import Settings
     from beatflow.store import Store
+
+
+class Leases(Protocol):
+    """What a task run's holder asks of the process's lease keeper (the root hands in
+    ``execution.lease.LeaseKeeper``): renew ``dedupe_key``'s lease while it runs."""
+
+    def hold(self, dedupe_key: str, token: str) -> None:
+        """Renew the lease of ``dedupe_key`` under ``token`` until released."""
+
+    def writing(self, dedupe_key: str) -> None:
+        """The holder is writing its outcome: a failed renewal from here on is no news."""
+
+    def release(self, dedupe_key: str) -> None:
+        """Stop renewing the lease of ``dedupe_key``."""
 
 
 class Runtime:
@@ -34,18 +48,16 @@ class Runtime:
         *,
         load_dags: Callable[[], DagBag],
         open_store: Callable[[], Store],
-        make_leases: Callable[[Runtime], LeaseKeeper],
-        close_run: Callable[..., str] | None = None,
+        make_leases: Callable[[Runtime], Leases],
     ) -> None:
         self.app = app
         self.settings = settings
         self._load_dags = load_dags
         self._open_store = open_store
         self._make_leases = make_leases
-        self._close_run = close_run
         self._dagbag: DagBag | None = None
         self._store: Store | None = None
-        self._leases: LeaseKeeper | None = None
+        self._leases: Leases | None = None
         self._lock = threading.RLock()
 
     @property
@@ -73,20 +85,11 @@ class Runtime:
             return self._store
 
     @property
-    def leases(self) -> LeaseKeeper:
+    def leases(self) -> Leases:
         with self._lock:
             if self._leases is None:
                 self._leases = self._make_leases(self)
             return self._leases
-
-    def close_run(self, dag_id: str, run_id: str, **known: Any) -> str:
-        """Close a DAG run whose last task just ended (the root hands in runs.lifecycle's
-        close_run): the node wrapper of a run's closing task calls it in process instead of a
-        separate ``beatflow.finish_run`` hop. ``known``: close_run's ``tasks`` and
-        ``on_closed``. Returns the run's state."""
-        if self._close_run is None:
-            raise RuntimeError("this Runtime was built without close_run")
-        return self._close_run(self, dag_id, run_id, **known)
 
 
 def attach(app: Celery, runtime: Runtime) -> None:

@@ -52,3 +52,14 @@ def test_a_dag_run_fails_when_any_task_run_failed_or_could_not_run():
 @pytest.mark.parametrize("states", [[], ["running"], ["up_for_retry", "success"], [S, "running"]])
 def test_a_dag_run_with_no_rows_or_unfinished_rows_is_not_final(states):
     assert dag_run_state(states) is None
+
+
+def test_trigger_rules_have_one_home_and_each_decides() -> None:
+    from beatflow.dag.model import TRIGGER_RULES
+    from beatflow.execution import rules
+
+    assert rules.TRIGGER_RULES is TRIGGER_RULES  # imported, not restated
+    for rule in TRIGGER_RULES:
+        assert decide(rule, [S]) in ("run", "skipped", "upstream_failed")
+    with pytest.raises(ValueError, match="unknown trigger rule"):
+        decide("all_sucess", [S])

@@ -16,7 +16,6 @@ import redis
 from beatflow import DAG, task
 from beatflow.dag.schedule import Schedule
 from beatflow.errors import SettingsError
-from beatflow.execution.log_capture import TaskLogCapture
 from beatflow.logs import correlation
 from beatflow.settings import Settings
 from beatflow.store.task_logs import TaskLogBatch
@@ -25,6 +24,7 @@ from beatflow.web.graph import render_svg
 from beatflow.web.limits import ApiError, check_id
 from beatflow.web.schedule_words import schedule_words
 from beatflow.web.sessions import KEY_PREFIX
+from beatflow.worker.log_capture import TaskLogCapture
 from tests.procs import wait_for
 from tests.services import free_port
 

@@ -40,6 +40,17 @@ def context() -> Any:
         raise RuntimeError("beatflow.context() is only available inside a running task") from None
 
 
+def set_task_context(ctx: Any) -> contextvars.Token[Any]:
+    """Make ``ctx`` what :func:`context` returns until :func:`reset_task_context` (the worker
+    sets it around each task run); returns the token that resets it."""
+    return _context.set(ctx)
+
+
+def reset_task_context(token: contextvars.Token[Any]) -> None:
+    """Undo the :func:`set_task_context` that returned ``token``."""
+    _context.reset(token)
+
+
 def _caller() -> tuple[str | None, int | None]:
     """File and line of the first frame outside beatflow: where the user wrote the call."""
     frame = sys._getframe(1)

@@ -6,22 +6,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Literal
 
+from beatflow.dag.model import TRIGGER_RULES
 from beatflow.states import TASK_RUN_FAILED, TASK_RUN_FINAL, DagRunState, TaskRunState
 
 Decision = Literal["run", "skipped", "upstream_failed"]
-FAILED = TASK_RUN_FAILED
-DONE = TASK_RUN_FINAL
-TRIGGER_RULES = (
-    "all_success",
-    "all_done",
-    "all_failed",
-    "one_success",
-    "one_failed",
-    "none_failed",
-    "none_failed_min_one_success",
-    "none_skipped",
-    "always",
-)
 
 
 def decide(rule: str, upstream_states: Sequence[str]) -> Decision:
@@ -32,7 +20,7 @@ def decide(rule: str, upstream_states: Sequence[str]) -> Decision:
         return "run"
     n = len(upstream_states)
     success = sum(s == TaskRunState.SUCCESS for s in upstream_states)
-    failed = sum(s in FAILED for s in upstream_states)
+    failed = sum(s in TASK_RUN_FAILED for s in upstream_states)
     skipped = sum(s == TaskRunState.SKIPPED for s in upstream_states)
     if rule == "all_success":
         if success == n:
@@ -62,7 +50,7 @@ def dag_run_state(task_states: Sequence[str]) -> DagRunState | None:
     inferred from rows that are missing or unfinished. ``decide.run_outcome`` also checks that
     every task of the DAG (every map instance) has a row; use it where the DAG is known.
     """
-    if not task_states or any(s not in DONE for s in task_states):
+    if not task_states or any(s not in TASK_RUN_FINAL for s in task_states):
         return None
-    failed = any(s in FAILED for s in task_states)
+    failed = any(s in TASK_RUN_FAILED for s in task_states)
     return DagRunState.FAILED if failed else DagRunState.SUCCESS

@@ -10,8 +10,10 @@ import pytest
 from celery import Celery
 
 from beatflow import DAG, task
-from beatflow.execution import node
+from beatflow.errors import NoSuchItemError
 from beatflow.store import Store
+from beatflow.worker.claim import read as read_rows
+from beatflow.worker.inputs import inputs
 
 WIDTH = 1_000
 
@@ -62,7 +64,7 @@ def _noop() -> None:
 
 def _read(store: Store, task_id: str, index: int):
     celery_task = Celery("m_items").task(name="m_items.node")(_noop)
-    run, rows, claim, item_only = node._read(
+    run, rows, claim, item_only = read_rows(
         store, celery_task, dag, dag.tasks[task_id], "r1", index, None
     )
     assert run is not None and run.state == "running"
@@ -75,7 +77,7 @@ def test_a_mapped_instance_reads_its_own_item_not_the_whole_list(expanded: Store
     by_task = {t.task_id: t for t in rows if t.map_index < 0}
     assert by_task["numbers"].result == 7  # the item, never the list of 1,000
     assert by_task["square"].map_count == WIDTH  # the expander's row, for the bound
-    assert node._inputs(dag, dag.tasks["square"], 7, rows, item_only=True) == ((7,), {})
+    assert inputs(dag, dag.tasks["square"], 7, rows, item_only=True) == ((7,), {})
 
 
 def test_an_instance_whose_other_argument_takes_the_list_reads_it_whole(expanded: Store):
@@ -83,7 +85,7 @@ def test_an_instance_whose_other_argument_takes_the_list_reads_it_whole(expanded
     assert not item_only and claim is not None
     source = next(t for t in rows if t.task_id == "numbers")
     assert source.result == list(range(WIDTH))
-    args, _ = node._inputs(dag, dag.tasks["share"], 7, rows)
+    args, _ = inputs(dag, dag.tasks["share"], 7, rows)
     assert args == (7, list(range(WIDTH)))
 
 
@@ -91,8 +93,8 @@ def test_an_index_past_the_end_of_the_list_is_a_clear_error_either_way(expanded:
     rows, _, item_only = _read(expanded, "square", WIDTH)
     assert item_only
     past = f'map index {WIDTH} is past the end of the {WIDTH} items of "numbers"'
-    with pytest.raises(node.NoSuchItemError, match=past):
-        node._inputs(dag, dag.tasks["square"], WIDTH, rows, item_only=True)
+    with pytest.raises(NoSuchItemError, match=past):
+        inputs(dag, dag.tasks["square"], WIDTH, rows, item_only=True)
     rows, _, _ = _read(expanded, "share", WIDTH)
-    with pytest.raises(node.NoSuchItemError, match=past):
-        node._inputs(dag, dag.tasks["share"], WIDTH, rows)
+    with pytest.raises(NoSuchItemError, match=past):
+        inputs(dag, dag.tasks["share"], WIDTH, rows)

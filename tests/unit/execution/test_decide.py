@@ -13,6 +13,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from beatflow.dag.model import TRIGGER_RULES
 from beatflow.execution.decide import (
     UPSTREAM_WAIT_RETRIES,
     WORKER_LOST_TRIES,
@@ -22,7 +23,6 @@ from beatflow.execution.decide import (
     decide,
     run_outcome,
 )
-from beatflow.execution.rules import TRIGGER_RULES
 from beatflow.states import DagRunState, TaskRunState
 
 FINAL = ["success", "failed", "upstream_failed", "skipped", "cancelled"]

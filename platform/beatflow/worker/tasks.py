@@ -1,7 +1,8 @@
-"""The worker-side tasks of execution: one per DAG task (``<dag_id>.<task_id>``), plus
-``beatflow.segment`` (expand a big part of a plan on a worker) and ``beatflow.map_chunk``
-(expand a slice of a wide mapping). The composition root (:mod:`beatflow.app`) calls
-:func:`install`; the tasks of ``runs/`` (firing, closing a run) are registered there too."""
+"""The worker's tasks: one per DAG task (``<dag_id>.<task_id>``), plus ``beatflow.segment``
+(expand a big part of a plan on a worker), ``beatflow.map_chunk`` (expand a slice of a wide
+mapping) and ``beatflow.finish_run`` (close a run: ``worker/closing.py``). The composition root
+(:mod:`beatflow.app`) calls :func:`install`; the tasks of ``runs/`` (firing) are registered
+there too."""
 
 from __future__ import annotations
 
@@ -24,16 +25,17 @@ from beatflow.dag.loader import DagBag
 from beatflow.dag.model import DAG, TaskSpec
 from beatflow.dag.plan import at_path
 from beatflow.errors import BeatflowError
-from beatflow.execution import node, skew
 from beatflow.execution.options import TASK_OPTIONS
 from beatflow.runtime import Runtime, runtime_of
+from beatflow.worker import closing, node, skew
 
 log = logging.getLogger(__name__)
 
 
 def install(app: Celery, runtime: Runtime, *, load_dags: bool = True) -> None:
-    """Register the execution tasks on ``app`` (and the DAGs' when asked)."""
+    """Register the worker's tasks on ``app`` (and the DAGs' when asked)."""
     _register_builtin(app)
+    closing.register(app)
     if load_dags:
         register_dag_tasks(app, runtime.dagbag)
 

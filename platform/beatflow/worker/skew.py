@@ -12,15 +12,11 @@ from typing import TYPE_CHECKING, Any
 from celery import Task as CeleryTask
 from celery.canvas import Signature
 
-from beatflow.execution import events
-from beatflow.execution.node import (
-    DeploySkewError,
-    continue_fan_in,
-    default_dedupe_key,
-    record_final_failure,
-)
+from beatflow.dag.model import DAG, TaskSpec
+from beatflow.errors import BeatflowError, DeploySkewError
+from beatflow.execution.keys import default_dedupe_key
 from beatflow.execution.send import send_group
-from beatflow.store import DeadLetterDraft
+from beatflow.worker.letters import continue_fan_in, fail_unrun, record_final_failure, unrun_letter
 
 if TYPE_CHECKING:
     from beatflow.runtime import Runtime
@@ -31,6 +27,25 @@ ROLL_HINT = (
     "the message was sent for another version of the dags folder (deploy skew): roll every "
     "worker and the beat to one version"
 )
+
+
+def resolve_task(runtime: Runtime, dag_id: str, task_id: str) -> tuple[DAG, TaskSpec]:
+    """The DAG and task as loaded on this worker; DeploySkewError if either is unknown here."""
+    try:
+        dag = runtime.dag(dag_id)
+    except BeatflowError as exc:
+        raise DeploySkewError(
+            f'DAG "{dag_id}" is not loaded on this worker ({exc}); the message was sent for '
+            "another version of the dags folder (deploy skew): roll every worker to one version"
+        ) from exc
+    spec = dag.tasks.get(task_id)
+    if spec is None:
+        raise DeploySkewError(
+            f'task "{task_id}" is not in DAG "{dag_id}" as loaded on this worker; the message was '
+            "sent for another version of the dags folder (deploy skew): roll every worker to one "
+            "version"
+        )
+    return dag, spec
 
 
 def fail_unknown_task(runtime: Runtime, name: str, args: Any, kwargs: Any) -> bool:
@@ -48,19 +63,7 @@ def fail_unknown_task(runtime: Runtime, name: str, args: Any, kwargs: Any) -> bo
         return False
     error = f'could not run the task: task "{name}" is not registered on this worker; {ROLL_HINT}'
     log.error("%s (run %s)", error, run_id)
-    key = default_dedupe_key(dag_id, run_id, task_id, index)
-    ended = runtime.store.fail_task_run(
-        key,
-        dag_id=dag_id,
-        run_id=run_id,
-        task_id=task_id,
-        map_index=index,
-        error=error,
-        letter=DeadLetterDraft(args={"run_id": run_id, "map_index": index}, conf={}, tries=0),
-    )
-    events.task_run_finished(dag_id, task_id, "failed")
-    if ended.fan_in is not None:
-        continue_fan_in(runtime.app, ended.fan_in, f"task run {key}")
+    fail_unrun(runtime, dag_id, run_id, task_id, index, error)
     return True
 
 
@@ -103,9 +106,7 @@ def expand_or_fail(
                 map_index=index,
                 state="failed",
                 error=f"could not run the task: {skew}",
-                letter=DeadLetterDraft(
-                    args={"run_id": run_id, "map_index": index}, conf={}, tries=0
-                ),
+                letter=unrun_letter(run_id, index),
             )
         for task_id in sorted(mapped):  # the instances failed here may end their fan-in
             fan_in = runtime.store.recount_fan_in(dag_id, run_id, task_id)

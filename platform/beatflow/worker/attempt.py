@@ -1,0 +1,286 @@
+"""One claimed try of a task run: run the user's function under the lease, record its outcome
+(with in-process retries while the database blips), retry it through Celery or fail it for good
+with its dead letter. A worker whose lease was taken over stops: it writes nothing more and
+continues nothing."""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import random
+import time
+import traceback
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import tenacity
+from celery import Task as CeleryTask
+from celery.exceptions import Ignore, Retry
+
+from beatflow.dag.authoring import reset_task_context, set_task_context
+from beatflow.dag.model import DAG, TaskSpec
+from beatflow.errors import NoSuchItemError, ResultError, StoreUnavailableError, TaskRunFailedError
+from beatflow.execution import canvas, events
+from beatflow.execution.context import TaskContext, make_logger
+from beatflow.execution.decide import run_outcome
+from beatflow.logs import correlation
+from beatflow.states import TaskRunState
+from beatflow.store import DeadLetterDraft, FinishedRun, TaskRunEnded
+from beatflow.worker.inputs import inputs
+from beatflow.worker.letters import continue_fan_in, record_final_failure
+from beatflow.worker.retry import MAX_SLEEP_SECONDS, retry_later
+
+if TYPE_CHECKING:
+    from beatflow.runtime import Runtime
+    from beatflow.store import DagRunRecord, Store, TaskRunRecord
+    from beatflow.worker.closing import Closing
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class Attempt:
+    """One claimed try of a task run: everything needed to run it and record its outcome."""
+
+    runtime: Runtime
+    task: CeleryTask
+    dag: DAG
+    spec: TaskSpec
+    run: DagRunRecord
+    key: str  # the dedupe key
+    token: str  # the lease token from the claim
+    index: int  # map index, -1 when not mapped
+    try_number: int
+    record: TaskRunRecord | None = None  # the claimed row
+    closing: Closing | None = None  # this is the run's closing task
+    item_only: bool = False  # a mapped instance's rows hold only its own item (claim.map_item)
+
+    def finish(self, state: str, **outcome: Any) -> None:
+        """Record the outcome under this attempt's lease. If the lease was taken over (another
+        worker runs the task now), stop: write nothing more, continue no canvas (Ignore).
+        A closing task whose success makes the run final (every other task run of it is known
+        and final) ends the run in the same statement (``closing.closed``)."""
+        budget = self.runtime.settings.result_write_retry_seconds
+        self.runtime.leases.writing(self.key)  # a lost lease is reported below, not twice
+        run_state = self._closes_as(state)
+        if run_state is not None and self.closing is not None:
+            done = write_outcome_closing(
+                self.runtime.store, self.key, self.token, budget, outcome.get("result"),
+                self.dag, self.run.run_id, run_state,
+            )  # fmt: skip
+            written = done.written
+            self.closing.closed, self.closing.started = done.closed, done.started
+        else:
+            ended = write_outcome(
+                self.runtime.store, self.key, self.token, budget, state, outcome,
+                instance=self.index >= 0,
+            )  # fmt: skip
+            written = ended.written
+            if ended.fan_in is not None:
+                continue_fan_in(self.task.app, ended.fan_in, f"task run {self.key}")
+        if not written:
+            self.runtime.leases.release(self.key)
+            log.warning(
+                "task run %s: this worker's lease was taken over; stopping without recording "
+                "%s or continuing the canvas (the new holder does both)",
+                self.key,
+                state,
+            )
+            raise Ignore()
+
+    def _closes_as(self, state: str) -> str | None:
+        """The run's final state if this attempt's ``state`` ends the run, known without a read:
+        a closing task's success, the rest of the run read with its own rows and all final."""
+        if state != TaskRunState.SUCCESS or self.closing is None or self.record is None:
+            return None
+        tasks = self.closing.tasks_with(dataclasses.replace(self.record, state=state))
+        if tasks is None:
+            return None
+        expected = {task_id: spec.map_over is not None for task_id, spec in self.dag.tasks.items()}
+        outcome = run_outcome(expected, tasks)
+        return None if outcome is None else str(outcome)
+
+    def fail(
+        self,
+        error: str,
+        tb: str | None,
+        *,
+        tries: int | None = None,
+        exc: BaseException | None = None,
+    ) -> None:
+        """Record the final failure and its dead letter (one transaction), then hand it to
+        Celery (the canvas goes on and ``exc`` is raised so Celery records FAILURE): see
+        ``letters.record_final_failure``."""
+        tries = self.try_number if tries is None else tries
+        letter = DeadLetterDraft(
+            args={"run_id": self.run.run_id, "map_index": self.index},
+            conf=dict(self.run.conf),
+            tries=tries,
+        )
+        self.finish("failed", error=error, traceback=tb, letter=letter)
+        log.error(
+            "task run %s failed after %d tries: %s; dead letter recorded", self.key, tries, error
+        )
+        events.task_run_finished(self.dag.dag_id, self.spec.task_id, "failed")
+        self.callback(self.spec.on_failure, error)
+        record_final_failure(self.task, exc or TaskRunFailedError(error))
+
+    def callback(self, fn: Any, error: str) -> None:
+        if fn is None:
+            return
+        try:
+            with canvas.sending_canvas(False):  # user code
+                fn(
+                    dag_id=self.dag.dag_id,
+                    run_id=self.run.run_id,
+                    task_id=self.spec.task_id,
+                    error=error,
+                )
+        except Exception:  # a user's callback must not change the outcome
+            log.exception("callback %r raised", fn)
+
+
+def execute(attempt: Attempt, rows: list[TaskRunRecord]) -> dict[str, Any] | None:
+    """Run the task's function under the lease and record what came of it; the outcome for
+    Celery's task-succeeded event, or None when it failed (recorded, retried or failed)."""
+    a = attempt
+    dag, spec, run = a.dag, a.spec, a.run
+    try:
+        args, kwargs = inputs(dag, spec, a.index, rows, item_only=a.item_only)
+    except NoSuchItemError as exc:  # a message no expansion sent: fail it, run nothing
+        a.fail(str(exc), None)
+        return None
+    ctx = TaskContext(
+        dag_id=dag.dag_id,
+        run_id=run.run_id,
+        task_id=spec.task_id,
+        map_index=a.index,
+        try_number=a.try_number,
+        dedupe_key=a.key,
+        logical_date=run.logical_date,
+        params=run.conf,
+        celery_task_id=a.task.request.id,
+        log=make_logger(dag.dag_id),
+    )
+    if spec.wants_context:
+        kwargs["ctx"] = ctx
+    a.runtime.leases.hold(a.key, a.token)
+    started = time.perf_counter()
+    ctx_token = set_task_context(ctx)
+    try:
+        with correlation(try_number=a.try_number, dedupe_key=a.key):
+            log.debug(
+                "task run %s started (try %d of %d)", a.key, a.try_number, spec.retry.retries + 1
+            )
+            try:
+                with canvas.sending_canvas(False):  # the user's own publishes are plain Celery
+                    result = spec.fn(*args, **kwargs)
+            except Retry:
+                raise
+            except Exception as exc:  # noqa: BLE001 - user code: anything may go wrong
+                handle_failure(a, exc)
+                return None
+            try:
+                a.finish("success", result=result)
+            except ResultError as exc:
+                a.fail(str(exc), traceback.format_exc(), exc=exc)
+                return None
+            log.debug("task run %s succeeded in %.3fs", a.key, time.perf_counter() - started)
+            # its success is recorded: the next step of its chain goes with its event in one
+            # round trip (a run's closing task has none; a fan-out's are sent by Celery)
+            canvas.send_chain_step(a.task)
+            return events.outcome(TaskRunState.SUCCESS)
+    finally:
+        reset_task_context(ctx_token)
+        a.runtime.leases.release(a.key)
+
+
+def handle_failure(attempt: Attempt, exc: Exception) -> None:
+    """The function raised: record up_for_retry and retry through Celery while tries are
+    left, else fail the task run for good."""
+    error = f"{type(exc).__name__}: {exc}"
+    tb = traceback.format_exc()
+    spec = attempt.spec
+    if attempt.try_number <= spec.retry.retries:
+        delay = spec.retry.delay_for(attempt.try_number, random.random())
+        attempt.finish("up_for_retry", error=error, traceback=tb)
+        log.warning(
+            "task run %s failed on try %d (%s); retrying in %.2fs",
+            attempt.key,
+            attempt.try_number,
+            error,
+            delay,
+        )
+        events.task_run_finished(attempt.dag.dag_id, spec.task_id, "up_for_retry")
+        attempt.callback(spec.on_retry, error)
+        retry_later(attempt.task, delay, exc)
+    attempt.fail(error, tb, exc=exc)
+
+
+def write_outcome(
+    store: Store,
+    key: str,
+    token: str,
+    budget: float,
+    state: str,
+    outcome: dict[str, Any],
+    *,
+    instance: bool = False,
+) -> TaskRunEnded:
+    """Write a claimed task run's outcome; while the database is unreachable retry in process
+    (waits of at most a second, with jitter) for up to ``budget`` seconds, so a task that ran
+    is not run again for a blip. Then StoreUnavailableError goes to Celery's retry. Falsy when
+    the lease was taken over (nothing written). ``instance``: a .map() instance, counted in
+    its expansion's fan-in (``store.finish_map_instance``)."""
+    retrying = _write_retries(key, budget)
+    if instance:
+        ended: TaskRunEnded = retrying(
+            store.finish_map_instance, key, token, state=state, **outcome
+        )
+        return ended
+    written: bool = retrying(store.finish_task_run, key, token, state=state, **outcome)
+    return TaskRunEnded(written)
+
+
+def write_outcome_closing(
+    store: Store,
+    key: str,
+    token: str,
+    budget: float,
+    result: Any,
+    dag: DAG,
+    run_id: str,
+    run_state: str,
+) -> FinishedRun:
+    """``write_outcome`` of a success that also ends the DAG run in ``run_state`` and starts
+    the DAG's waiting runs, in one round trip (``store.finish_and_close``), with the same
+    in-process retries."""
+    retrying = _write_retries(key, budget)
+    done: FinishedRun = retrying(
+        store.finish_and_close,
+        key,
+        token,
+        result=result,
+        dag_id=dag.dag_id,
+        run_id=run_id,
+        run_state=run_state,
+        max_active_runs=dag.max_active_runs,
+    )
+    return done
+
+
+def _write_retries(key: str, budget: float) -> tenacity.Retrying:
+    """In-process retries of an outcome write while the database is unreachable (waits of at
+    most a second, with jitter) for up to ``budget`` seconds."""
+    return tenacity.Retrying(
+        retry=tenacity.retry_if_exception_type(StoreUnavailableError),
+        wait=tenacity.wait_exponential_jitter(initial=0.1, max=MAX_SLEEP_SECONDS),
+        stop=tenacity.stop_after_delay(budget),
+        before_sleep=lambda rs: log.warning(
+            "results database unavailable while recording %s (write try %d: %s); retrying",
+            key,
+            rs.attempt_number,
+            rs.outcome.exception() if rs.outcome else "no outcome",
+        ),
+        reraise=True,
+    )
