@@ -76,7 +76,7 @@ def plain_task_names(app: Celery) -> list[str]:
         if name.startswith(BUILTIN_PREFIXES):
             continue
         if getattr(task, "__module__", "").startswith("beatflow_dags."):
-            continue  # a DAG task (execution/tasks.py registers them under this module)
+            continue  # a DAG task (worker/tasks.py registers them under this module)
         out.append(name)
     return sorted(out)
 
