@@ -160,7 +160,7 @@ def mark_run(
         return _get(runtime, dag_id, run_id)
     dag = runtime.dag(dag_id)
     _task_ids(dag, [task_id])
-    from beatflow.execution.keys import default_dedupe_key
+    from beatflow.execution.dedupe import default_dedupe_key
 
     written = runtime.store.force_task_state(
         dag_id,

@@ -14,7 +14,7 @@ from celery import Task as CeleryTask
 from beatflow.dag.model import DAG, TaskSpec
 from beatflow.execution import rules
 from beatflow.execution.decide import ClaimSeen, Decision, Situation
-from beatflow.execution.keys import default_dedupe_key
+from beatflow.execution.dedupe import default_dedupe_key
 from beatflow.states import TaskRunState
 
 if TYPE_CHECKING:

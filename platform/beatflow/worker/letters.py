@@ -12,7 +12,7 @@ from celery import Celery
 from celery import Task as CeleryTask
 
 from beatflow.execution import canvas, events
-from beatflow.execution.keys import default_dedupe_key
+from beatflow.execution.dedupe import default_dedupe_key
 from beatflow.store import DeadLetterDraft
 
 if TYPE_CHECKING:

@@ -20,7 +20,7 @@ from beatflow.dag.model import DAG, TaskSpec
 from beatflow.errors import InvalidIdError, StoreUnavailableError
 from beatflow.execution import canvas, events
 from beatflow.execution.decide import Action, decide
-from beatflow.execution.keys import default_dedupe_key
+from beatflow.execution.dedupe import default_dedupe_key
 from beatflow.execution.options import store_retry_delay
 from beatflow.ids import check_run_id
 from beatflow.logs import correlation

@@ -14,7 +14,7 @@ from celery.canvas import Signature
 
 from beatflow.dag.model import DAG, TaskSpec
 from beatflow.errors import BeatflowError, DeploySkewError
-from beatflow.execution.keys import default_dedupe_key
+from beatflow.execution.dedupe import default_dedupe_key
 from beatflow.execution.send import send_group
 from beatflow.worker.letters import continue_fan_in, fail_unrun, record_final_failure, unrun_letter
 

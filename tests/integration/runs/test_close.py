@@ -9,7 +9,7 @@ from typing import Any
 
 from celery import Celery
 
-from beatflow.execution.keys import default_dedupe_key
+from beatflow.execution.dedupe import default_dedupe_key
 from beatflow.runs import close_run
 from beatflow.runs.operator import cancel_run
 from beatflow.runtime import Runtime, runtime_of
