@@ -5,7 +5,8 @@ Imports under ``if TYPE_CHECKING:`` count too: they never run, but a type named 
 above is a cycle in the design all the same (``beatflow/runtime.py`` names the lease keeper it
 holds by a protocol of its own, not by ``execution.lease``). A violation that is known and
 being removed is listed in ALLOWED with who removes it; the list only shrinks, and an entry that
-no longer matches an import fails the test so it is deleted."""
+no longer matches an import fails the test so it is deleted. No module imports a private
+(``_name``) name from another package either: a name another package needs gets a public one."""
 
 from __future__ import annotations
 
@@ -207,6 +208,45 @@ def test_no_cycle_between_packages() -> None:
             and package_of(e.source) != package_of(e.target)
         ]
     assert not cycles, f"package cycles {cycles}:\n" + "\n".join(detail)
+
+
+def private_imports_in(source: str, module: str, is_package: bool = False) -> list[str]:
+    """``from beatflow.<other package>... import _name``: a private name taken across packages
+    (give it a public name in its home instead)."""
+    found = []
+    for node in ast.walk(ast.parse(source, module)):
+        if not isinstance(node, ast.ImportFrom):
+            continue
+        base = _absolute(module, node, is_package)
+        if not base.startswith("beatflow.") or package_of(base) == package_of(module):
+            continue
+        found += [
+            f"{module}:{node.lineno} imports {a.name} from {base}"
+            for a in node.names
+            if a.name.startswith("_") and not a.name.startswith("__")
+        ]
+    return found
+
+
+def test_no_module_imports_a_private_name_from_another_package() -> None:
+    bad = [
+        line
+        for path in sorted(PACKAGE.rglob("*.py"))
+        for line in private_imports_in(
+            path.read_text(), module_name(path), path.name == "__init__.py"
+        )
+    ]
+    assert not bad, "private names imported across packages:\n" + "\n".join(bad)
+
+
+def test_checker_sees_a_private_import_across_packages_only() -> None:
+    source = (
+        "from beatflow.dag.authoring import _context, context\n"
+        "from beatflow.worker.claim import _helper\n"
+    )
+    assert private_imports_in(source, "beatflow.worker.node") == [
+        "beatflow.worker.node:1 imports _context from beatflow.dag.authoring"
+    ]
 
 
 def test_allowed_violations_still_exist() -> None:
