@@ -6,12 +6,16 @@ replay a dead letter. Screenshots go to the test's tmp folder (and BEATFLOW_SCRE
 from __future__ import annotations
 
 import os
+import re
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
+from urllib.parse import unquote
 
+import httpx
 import pytest
 
+from beatflow.runtime import runtime_of
 from tests.web.conftest import PASSWORD, USER, WebServer
 
 pytestmark = pytest.mark.slow
@@ -120,28 +124,72 @@ def test_a_failed_task_shows_traceback_and_logs_and_a_clear_makes_it_succeed(
     )  # type: ignore[attr-defined, union-attr]
     shot(page, tmp_path, "task")
     page.click("#clear-task")  # type: ignore[attr-defined]
+    page.fill("#clear-reason", "publish fixed")  # type: ignore[attr-defined]
+    page.click("#confirm-clear")  # type: ignore[attr-defined]
     wait_state(page, "success")
     assert page.locator("#task-rows tr[data-instance=publish] .try").inner_text() == "2"  # type: ignore[attr-defined]
 
 
-def test_a_running_run_is_cancelled_from_its_page(page: object, web: WebServer) -> None:
+def test_cancel_asks_for_a_reason_and_reports_a_task_left_running_or_terminates_it(
+    page: object, web: WebServer, tmp_path: Path
+) -> None:
+    trigger_from_page(page, web, "web_slow", '{"seconds": 20}')
+    page.wait_for_selector("#task-rows tr[data-instance=slow] .state-running")  # type: ignore[attr-defined]
+    page.click("#cancel-run")  # type: ignore[attr-defined]
+    page.click("#confirm-cancel")  # type: ignore[attr-defined]
+    # no reason: the browser keeps the form open and nothing is posted
+    assert page.evaluate("document.querySelector('#cancel-reason').validity.valueMissing")  # type: ignore[attr-defined]
+    assert page.locator("#run-state .state-running").count() == 1  # type: ignore[attr-defined]
+    page.fill("#cancel-reason", "not today")  # type: ignore[attr-defined]
+    shot(page, tmp_path, "cancel-confirm")
+    page.click("#confirm-cancel")  # type: ignore[attr-defined]
+    wait_state(page, "cancelled")
+    note = page.inner_text("#still-running")  # type: ignore[attr-defined]
+    assert "slow" in note and "may still be running" in note and "terminate" in note
+    assert "not today" in page.inner_text("#audit")  # type: ignore[attr-defined]
+    shot(page, tmp_path, "cancel-left-running")
+
     trigger_from_page(page, web, "web_slow", '{"seconds": 60}')
     page.wait_for_selector("#task-rows tr[data-instance=slow] .state-running")  # type: ignore[attr-defined]
-    page.on("dialog", lambda dialog: dialog.accept())  # type: ignore[attr-defined]
-    page.fill("input[name=reason]", "not today")  # type: ignore[attr-defined]
     page.click("#cancel-run")  # type: ignore[attr-defined]
+    page.fill("#cancel-reason", "stop it now")  # type: ignore[attr-defined]
+    page.check("#cancel-terminate")  # type: ignore[attr-defined]
+    page.click("#confirm-cancel")  # type: ignore[attr-defined]
     wait_state(page, "cancelled")
+    assert page.locator("#still-running").count() == 0  # type: ignore[attr-defined]
+    assert "(terminate)" in page.inner_text("#audit")  # type: ignore[attr-defined]
+    run_id = page.url.rsplit("/", 1)[1]  # type: ignore[attr-defined]
+    with web.client() as c:
+        audit = c.get("/api/v1/audit", params={"run_id": unquote(run_id)}).json()
+    cancel = next(a for a in audit["audit"] if a["action"] == "cancel")
+    assert cancel["detail"]["terminate"] is True and cancel["detail"]["reason"] == "stop it now"
+
+    # a mark asks for a reason too, and the run says who marked it and why
+    page.click("#mark-run")  # type: ignore[attr-defined]
+    page.select_option("#mark-state", "success")  # type: ignore[attr-defined]
+    page.fill("#mark-reason", "checked the output by hand")  # type: ignore[attr-defined]
+    page.click("#confirm-mark")  # type: ignore[attr-defined]
+    wait_state(page, "success")
+    assert page.inner_text("#marked-note").startswith(  # type: ignore[attr-defined]
+        f"marked success by user:{USER}: checked the output by hand"
+    )
+    shot(page, tmp_path, "marked")
 
 
-def test_a_dead_letter_is_replayed_from_its_page(page: object, web: WebServer) -> None:
+def test_a_dead_letter_is_replayed_from_its_page_with_a_reason(
+    page: object, web: WebServer
+) -> None:
     with web.client() as c:
         run = c.post("/api/v1/dags/web_dlq/runs", json={}).json()
     assert web.wait_run("web_dlq", run["run_id"])["state"] == "failed"
     page.goto(web.url + "/dead-letters")  # type: ignore[attr-defined]
     row = page.locator("tr", has_text=run["run_id"])  # type: ignore[attr-defined]
     assert "doomed until replayed" in row.inner_text()
-    row.locator("button", has_text="Replay").click()
+    row.locator("summary.button", has_text="Replay").click()
+    row.locator("input[name=reason]").fill("the bug is fixed")
+    row.locator("button", has_text="Replay dead letter").click()
     wait_state(page, "success")
+    assert "the bug is fixed" in page.inner_text("#audit")  # type: ignore[attr-defined]
 
 
 def test_the_dag_page_shows_every_run_in_the_grid(
@@ -152,3 +200,148 @@ def test_the_dag_page_shows_every_run_in_the_grid(
     assert runs >= 2
     assert page.locator("table.grid tbody tr").count() == 3  # type: ignore[attr-defined]
     shot(page, tmp_path, "web-ui")
+
+
+def test_errors_are_html_pages_with_the_way_back_and_the_api_keeps_json(
+    page: object, web: WebServer, tmp_path: Path
+) -> None:
+    # an unknown DAG
+    response = page.goto(web.url + "/dags/no_such_dag")  # type: ignore[attr-defined]
+    assert response.status == 404 and "text/html" in response.headers["content-type"]
+    assert "no_such_dag" in page.inner_text("#error-message")  # type: ignore[attr-defined]
+    assert page.locator(".way-back a[href='/']").count() == 1  # type: ignore[attr-defined]
+    shot(page, tmp_path, "error-404")
+    # a reload of the trigger form's address after a bad conf: a GET of a POST-only route
+    trigger_from_page_error(page, web)
+    response = page.goto(web.url + "/dags/web_etl/trigger")  # type: ignore[attr-defined]
+    assert response.status == 405 and "text/html" in response.headers["content-type"]
+    shot(page, tmp_path, "error-405")
+    page.click(".way-back a:text-is('DAG web_etl')")  # type: ignore[attr-defined]
+    page.wait_for_selector("textarea[name=conf]")  # type: ignore[attr-defined]
+    # a verb from a second tab that no longer applies: 409, with the way back to the run
+    with web.client() as c:
+        run = c.post("/api/v1/dags/web_etl/runs", json={}).json()
+    assert web.wait_run("web_etl", run["run_id"])["state"] == "success"
+    run_url = f"{web.url}/dags/web_etl/runs/{run['run_id']}"
+    second = page.context.new_page()  # type: ignore[attr-defined]
+    for tab in (page, second):
+        tab.goto(run_url)  # type: ignore[attr-defined]
+        tab.click("#mark-run")  # type: ignore[attr-defined]
+        tab.select_option("#mark-state", "failed")  # type: ignore[attr-defined]
+        tab.fill("#mark-reason", "bad output")  # type: ignore[attr-defined]
+    page.click("#confirm-mark")  # type: ignore[attr-defined]
+    wait_state(page, "failed")
+    with second.expect_response(lambda r: r.request.method == "POST") as posted:
+        second.click("#confirm-mark")
+    assert posted.value.status == 409
+    second.wait_for_selector("#error-message")
+    assert "failed already" in second.inner_text("#error-message")
+    shot(second, tmp_path, "error-409")
+    second.click(f".way-back a:text-is('run {run['run_id']}')")
+    second.wait_for_selector("#run-state .state-failed")
+    second.close()
+    # the API answers JSON, whatever the client accepts
+    with web.client() as c:
+        api = c.get("/api/v1/dags/no_such_dag", headers={"Accept": "text/html"})
+    assert api.status_code == 404 and api.json()["status"] == 404
+
+
+def trigger_from_page_error(page: object, web: WebServer) -> None:
+    page.goto(f"{web.url}/dags/web_etl")  # type: ignore[attr-defined]
+    page.fill("textarea[name=conf]", '{"rows": "five"}')  # type: ignore[attr-defined]
+    page.click("text=Trigger run")  # type: ignore[attr-defined]
+    assert '"rows" must be int' in page.inner_text("ul.error")  # type: ignore[attr-defined]
+
+
+TEXT = "café ✓ a<b & c"
+
+
+def stored_run(web: WebServer, run_id: str, conf: dict[str, object]) -> str:
+    """A finished run of web_etl with a conf as it was stored (by an older version of the DAG,
+    say): the page shows what is stored."""
+    store = runtime_of(web.cluster.app).store
+    store.create_dag_run("web_etl", run_id, conf=conf)
+    store.finish_dag_run("web_etl", run_id, "failed")
+    return f"{web.url}/dags/web_etl/runs/{run_id}"
+
+
+def test_conf_is_shown_as_written_and_a_large_conf_stays_in_its_box(
+    page: object, web: WebServer, tmp_path: Path
+) -> None:
+    page.goto(stored_run(web, "text-as-written", {"note": TEXT}))  # type: ignore[attr-defined]
+    conf = page.inner_text("#run-conf")  # type: ignore[attr-defined]
+    assert TEXT in conf and "\\u" not in conf
+    assert page.locator("#run-conf b").count() == 0  # type: ignore[attr-defined]
+    shot(page, tmp_path, "conf-as-written")
+    page.goto(stored_run(web, "large-conf", {"blob": "x" * 60_000}))  # type: ignore[attr-defined]
+    width = page.evaluate("document.documentElement.scrollWidth")  # type: ignore[attr-defined]
+    assert width <= 1280, f"the page is {width} px wide"
+    box = page.locator("#run-conf").bounding_box()  # type: ignore[attr-defined]
+    assert box is not None and box["height"] <= 400
+    shot(page, tmp_path, "conf-large")
+
+
+def test_runs_filter_by_dag_task_rows_keep_their_order_and_dates_are_written_one_way(
+    page: object, web: WebServer, tmp_path: Path
+) -> None:
+    with web.client() as c:
+        for dag_id in ("web_etl", "web_slow"):
+            conf = {"seconds": 0.1} if dag_id == "web_slow" else {}
+            run = c.post(f"/api/v1/dags/{dag_id}/runs", json={"conf": conf}).json()
+            web.wait_run(dag_id, run["run_id"])
+    page.goto(web.url + "/runs?dag_id=web_slow")  # type: ignore[attr-defined]
+    dags = page.eval_on_selector_all(  # type: ignore[attr-defined]
+        "#run-rows tr[data-dag]", "rows => rows.map(r => r.dataset.dag)"
+    )
+    assert dags and set(dags) == {"web_slow"}
+    page.goto(web.url + "/runs?dag_id=web_etl&state=success")  # type: ignore[attr-defined]
+    states = page.eval_on_selector_all("#run-rows .badge", "b => b.map(x => x.textContent)")  # type: ignore[attr-defined]
+    assert states and set(states) == {"success"}
+    shot(page, tmp_path, "runs-filtered")
+    page.click("#run-rows a[href*='/runs/']")  # type: ignore[attr-defined]
+    order = page.eval_on_selector_all(  # type: ignore[attr-defined]
+        "#task-rows tr", "rows => rows.map(r => r.dataset.instance)"
+    )
+    assert order == ["extract", "total", "publish"]
+    dates = page.eval_on_selector_all("main time", "ts => ts.map(t => t.textContent)")  # type: ignore[attr-defined]
+    assert dates and all(re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC", d) for d in dates)
+    page.click("#tz-toggle")  # type: ignore[attr-defined]
+    local = page.inner_text("main time")  # type: ignore[attr-defined]
+    assert re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC[+-]\d\d:\d\d", local)
+    page.click("#tz-toggle")  # type: ignore[attr-defined]
+
+
+def test_pages_fit_390_px_have_a_dark_mode_and_a_favicon(
+    browser: object, page: object, web: WebServer, tmp_path: Path
+) -> None:
+    large = stored_run(web, "large-conf-narrow", {"blob": "y" * 60_000, "note": TEXT})
+    cookies = page.context.cookies()  # type: ignore[attr-defined]
+    context = browser.new_context(  # type: ignore[attr-defined]
+        viewport={"width": 390, "height": 844}, color_scheme="dark"
+    )
+    context.add_cookies(cookies)
+    narrow = context.new_page()
+    with web.client() as c:
+        letters = c.get("/api/v1/dead-letters").json()["dead_letters"]
+        task = next(
+            f"/dags/web_etl/runs/{r['run_id']}/tasks/extract"
+            for r in c.get("/api/v1/runs", params={"dag_id": "web_etl", "state": "success"}).json()[
+                "runs"
+            ]
+        )
+    paths = ["/", "/dags/web_etl", "/runs", "/dead-letters", task, "/dags/no_such_dag"]
+    for i, url in enumerate([web.url + p for p in paths] + [large]):
+        narrow.goto(url)
+        width = narrow.evaluate("document.documentElement.scrollWidth")
+        assert width <= 390, f"{url} is {width} px wide at a 390 px viewport"
+        shot(narrow, tmp_path, f"narrow-dark-{i}")
+    assert letters is not None
+    background = narrow.evaluate("getComputedStyle(document.body).backgroundColor")
+    assert background != "rgb(247, 248, 250)", "no dark mode"
+    icon = narrow.get_attribute("link[rel=icon]", "href")
+    assert icon == "/static/favicon.svg"
+    context.close()
+    favicon = httpx.get(web.url + icon)  # logged out: the login page shows it too
+    assert favicon.status_code == 200 and favicon.headers["content-type"].startswith(
+        "image/svg+xml"
+    )

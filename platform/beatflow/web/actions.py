@@ -92,14 +92,21 @@ def trigger(
     return record
 
 
-def replay(runtime: Runtime, who: Principal, letter_id: int) -> DagRunRecord:
+def replay(runtime: Runtime, who: Principal, letter_id: int, reason: str = "") -> DagRunRecord:
     from beatflow.runs.replay import replay_dead_letter
 
     with api_errors():
         if runtime.store.get_dead_letter(letter_id) is None:
             raise ApiError(404, f"no dead letter {letter_id}")
         run = replay_dead_letter(runtime.app, letter_id)
-        audit(runtime, who, "replay", run.dag_id, run.run_id, {"dead_letter": letter_id})
+        audit(
+            runtime,
+            who,
+            "replay",
+            run.dag_id,
+            run.run_id,
+            {"dead_letter": letter_id, "reason": reason},
+        )
     return run
 
 

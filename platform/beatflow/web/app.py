@@ -68,10 +68,24 @@ def create_web_app(settings: Settings, runtime: Runtime | None = None) -> FastAP
     app.include_router(api.router)
     app.include_router(pages.router)
 
+    add_error_handlers(app)
+    app.add_middleware(SecurityHeaders)
+    app.add_middleware(BodyLimit, max_bytes=MAX_BODY_BYTES)  # outermost: before anything reads
+    return app
+
+
+def add_error_handlers(app: FastAPI) -> None:
+    """Errors as JSON for the API (``{"error", "status"}``), as HTML pages with the way back
+    for a person's browser (pages asking for text/html); a page without a session goes to
+    the login form."""
+    from beatflow.web import pages
+
     @app.exception_handler(ApiError)
     async def api_error(request: Request, exc: ApiError) -> Response:
         if exc.status == 401 and _wants_html(request):
             return pages.login_redirect(request)
+        if _wants_html(request):
+            return pages.error_page(request, exc.status, exc.message)
         headers = {"WWW-Authenticate": "Bearer"} if exc.status == 401 else None
         body = {"error": exc.message, "status": exc.status, **exc.extra}
         return JSONResponse(body, status_code=exc.status, headers=headers)
@@ -79,15 +93,17 @@ def create_web_app(settings: Settings, runtime: Runtime | None = None) -> FastAP
     @app.exception_handler(HTTPException)
     async def http_error(request: Request, exc: HTTPException) -> Response:
         message = "not found" if exc.status_code == 404 else str(exc.detail)
+        if _wants_html(request):
+            if exc.status_code == 405:
+                message = "this address takes a form, not a visit: go back and submit it again"
+            return pages.error_page(request, exc.status_code, message)
         return JSONResponse({"error": message, "status": exc.status_code}, exc.status_code)
 
     @app.exception_handler(RequestValidationError)
     async def bad_request(request: Request, exc: RequestValidationError) -> Response:
+        if _wants_html(request):
+            return pages.error_page(request, 400, validation_message(exc.errors()))
         return JSONResponse({"error": validation_message(exc.errors()), "status": 400}, 400)
-
-    app.add_middleware(SecurityHeaders)
-    app.add_middleware(BodyLimit, max_bytes=MAX_BODY_BYTES)  # outermost: before anything reads
-    return app
 
 
 def _operation_id(route: APIRoute) -> str:
@@ -112,9 +128,9 @@ def validation_message(errors: Sequence[Any]) -> str:
 
 
 def _wants_html(request: Request) -> bool:
-    return not request.url.path.startswith("/api/") and "text/html" in request.headers.get(
-        "accept", ""
-    )
+    from beatflow.web.pages.errors import wants_html
+
+    return wants_html(request)
 
 
 class SecurityHeaders:

@@ -3,5 +3,6 @@ carries the session's CSRF token and is refused without it."""
 
 from beatflow.web.pages import dags, login, runs
 from beatflow.web.pages.base import login_redirect, router
+from beatflow.web.pages.errors import error_page
 
-__all__ = ["dags", "login", "login_redirect", "router", "runs"]
+__all__ = ["dags", "error_page", "login", "login_redirect", "router", "runs"]

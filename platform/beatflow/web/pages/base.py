@@ -4,6 +4,8 @@ rendering with the CSP nonce and CSRF token, redirects. Assets come from the pac
 from __future__ import annotations
 
 import functools
+import json
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated, Any
 from urllib.parse import quote, urlsplit
@@ -20,6 +22,26 @@ HERE = Path(__file__).resolve().parent.parent
 STATIC = HERE / "static"
 STATIC_TYPES = {".css": "text/css", ".js": "text/javascript", ".svg": "image/svg+xml"}
 templates = Jinja2Templates(directory=str(HERE / "templates"))  # autoescapes .html
+
+
+def utc_text(iso: str | datetime | None, ms: bool = False) -> str:
+    """Every date the pages show, one way: ``YYYY-MM-DD HH:MM:SS UTC`` (the page's toggle
+    rewrites it to local time from the <time> element's datetime)."""
+    if not iso:
+        return "–"
+    try:
+        value = iso if isinstance(iso, datetime) else datetime.fromisoformat(iso)
+    except ValueError:
+        return str(iso)
+    if value.tzinfo is None:
+        value = value.replace(tzinfo=UTC)
+    value = value.astimezone(UTC)
+    fraction = f".{value.microsecond // 1000:03d}" if ms else ""
+    return value.strftime("%Y-%m-%d %H:%M:%S") + fraction + " UTC"
+
+
+templates.env.filters["utc"] = utc_text
+templates.env.filters["json_text"] = lambda value: json.dumps(value, ensure_ascii=False)
 
 router = APIRouter(include_in_schema=False)
 
@@ -72,5 +94,16 @@ def app_css() -> str:
     return (STATIC / "app.css").read_text()
 
 
-def reason_ok(reason: str) -> str:
-    return reason.strip()[:500]
+def reason_given(reason: str) -> str:
+    """A verb's reason from a page's form: required (the form asks for it), kept in the audit
+    trail, at most 500 characters."""
+    reason = reason.strip()[:500]
+    if not reason:
+        raise ApiError(400, "give a reason: it is kept in the audit trail with your name")
+    return reason
+
+
+def display_json(value: Any) -> str:
+    """JSON for people to read: characters as written (no \\u escapes; the template engine
+    escapes for HTML), indented. Never marked safe."""
+    return json.dumps(value, ensure_ascii=False, indent=2, default=str)

@@ -99,6 +99,12 @@ def logout(request: Request, who: PageUser, csrf_token: str = Form("")) -> Respo
     return response
 
 
+@router.get("/static/favicon.svg")
+def favicon() -> Response:
+    """The one asset served without a session: the login and error pages show it too."""
+    return Response((STATIC / "favicon.svg").read_bytes(), media_type="image/svg+xml")
+
+
 @router.get("/static/{name}")
 def static(name: str, who: PageUser) -> Response:
     path = STATIC / name

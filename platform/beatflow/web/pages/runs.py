@@ -4,11 +4,15 @@ their replay."""
 from __future__ import annotations
 
 import json
+from typing import Any
 from urllib.parse import quote
 
 from fastapi import Form, Query, Request
 from fastapi.responses import Response
 
+from beatflow.states import DagRunState
+from beatflow.store import TaskRunRecord
+from beatflow.store.records import TRIGGERS, AuditRecord
 from beatflow.web import actions, views
 from beatflow.web.api.base import flower_link
 from beatflow.web.api.letters import list_dead_letters
@@ -17,18 +21,43 @@ from beatflow.web.api.tasks import get_logs, get_task_run, get_tries
 from beatflow.web.deps import runtime
 from beatflow.web.graph import render_svg
 from beatflow.web.limits import ApiError, check_id
-from beatflow.web.pages.base import PageUser, back, check_csrf, reason_ok, render, router
+from beatflow.web.pages.base import (
+    PageUser,
+    back,
+    check_csrf,
+    display_json,
+    reason_given,
+    render,
+    router,
+)
+
+AUDIT_ROWS = 20
 
 
 @router.get("/runs")
 def runs_page(
     request: Request,
     who: PageUser,
+    dag_id: str | None = Query(None, max_length=250),
     state: str | None = Query(None, max_length=20),
+    trigger: str | None = Query(None, max_length=20),
     cursor: int | None = Query(None, ge=1),
 ) -> Response:
-    data = list_runs(request, None, state or None, None, cursor, 50)
-    return render(request, "runs.html", who, state=state or "", **data)
+    if dag_id:
+        check_id(dag_id, "DAG id")
+    data = list_runs(request, dag_id or None, state or None, trigger or None, cursor, 50)
+    return render(
+        request,
+        "runs.html",
+        who,
+        dag_id=dag_id or "",
+        state=state or "",
+        trigger=trigger or "",
+        states=[s.value for s in DagRunState],
+        triggers=sorted(TRIGGERS),
+        dag_ids=sorted(runtime(request).dagbag.dags),
+        **data,
+    )
 
 
 @router.get("/dags/{dag_id}/runs/{run_id}")
@@ -42,9 +71,13 @@ def run_page(request: Request, who: PageUser, dag_id: str, run_id: str) -> Respo
         if run is None:
             raise ApiError(404, f"no run {run_id!r} of DAG {dag_id!r}")
         tasks = rt.store.get_task_runs(dag_id, run_id)
+        audit = rt.store.list_audit(dag_id, run_id, limit=AUDIT_ROWS)
     base = f"/dags/{quote(dag_id)}/runs/{quote(run_id, safe='')}"
     states = views.task_states(tasks)
     links = {t: f"{base}/tasks/{quote(t)}" for t in dag.tasks}
+    order = {t: i for i, t in enumerate(dag.topological_order())}
+    # a stable order between renders: topological, then id, then map index
+    tasks = sorted(tasks, key=lambda t: (order.get(t.task_id, len(order)), t.task_id, t.map_index))
     rows = [
         {
             **views.task_run_detail(t),
@@ -62,6 +95,7 @@ def run_page(request: Request, who: PageUser, dag_id: str, run_id: str) -> Respo
         who,
         dag_id=dag_id,
         run=views.run_json(run),
+        conf_text=display_json(run.conf),
         svg=render_svg(dag, states, links),
         rows=rows,
         waiting=waiting,
@@ -69,7 +103,51 @@ def run_page(request: Request, who: PageUser, dag_id: str, run_id: str) -> Respo
         status_url=f"/api/v1{base}/status",
         active=run.state in ("queued", "running"),
         has_failed=any(t.state in ("failed", "upstream_failed") for t in tasks),
+        audit=[audit_json(a) for a in audit],
+        marked=_marked_note(audit),
+        still_running=_still_running(audit, tasks),
     )
+
+
+def audit_json(a: AuditRecord) -> dict[str, Any]:
+    return {
+        "at": a.at.isoformat(),
+        "actor": a.actor,
+        "action": a.action,
+        "reason": str(a.detail.get("reason") or ""),
+        "detail": {k: v for k, v in a.detail.items() if k != "reason"},
+    }
+
+
+def _marked_note(audit: list[AuditRecord]) -> dict[str, str] | None:
+    """The latest mark of the whole run: who set its state by hand, and why."""
+    for a in audit:  # newest first
+        if a.action == "mark" and not a.detail.get("task_id"):
+            return {
+                "state": str(a.detail.get("state", "")),
+                "actor": a.actor,
+                "reason": str(a.detail.get("reason") or ""),
+                "at": a.at.isoformat(),
+            }
+    return None
+
+
+def _still_running(audit: list[AuditRecord], tasks: list[TaskRunRecord]) -> list[dict[str, Any]]:
+    """Task runs a cancel without terminate left running on their workers: they had started
+    when the run was cancelled, so their code goes on until it returns (its outcome is not
+    recorded)."""
+    cancel = next((a for a in audit if a.action == "cancel"), None)
+    if cancel is None or cancel.detail.get("terminate"):
+        return []
+    keys = set(cancel.detail.get("task_runs_cancelled") or ())
+    return [
+        {
+            "label": t.task_id if t.map_index < 0 else f"{t.task_id}[{t.map_index}]",
+            "worker": t.worker,
+        }
+        for t in tasks
+        if t.dedupe_key in keys and t.started_at is not None and t.state == "cancelled"
+    ]
 
 
 @router.post("/dags/{dag_id}/runs/{run_id}/cancel")
@@ -80,11 +158,19 @@ def cancel_form(
     run_id: str,
     csrf_token: str = Form(""),
     reason: str = Form("", max_length=2000),
+    terminate: str = Form(""),
 ) -> Response:
     check_csrf(request, who, csrf_token)
     check_id(dag_id, "DAG id")
     check_id(run_id, "run id")
-    actions.cancel(runtime(request), who, dag_id, run_id, reason=reason_ok(reason))
+    actions.cancel(
+        runtime(request),
+        who,
+        dag_id,
+        run_id,
+        reason=reason_given(reason),
+        terminate=terminate == "true",
+    )
     return back(f"/dags/{quote(dag_id)}/runs/{quote(run_id, safe='')}")
 
 
@@ -111,7 +197,7 @@ def clear_form(
         tasks=[task_id] if task_id else [],
         only_failed=only_failed == "true",
         downstream=downstream == "true",
-        reason=reason_ok(reason),
+        reason=reason_given(reason),
     )
     return back(f"/dags/{quote(dag_id)}/runs/{quote(run_id, safe='')}")
 
@@ -137,7 +223,7 @@ def mark_form(
         run_id,
         state=state,
         task_id=task_id or None,
-        reason=reason_ok(reason),
+        reason=reason_given(reason),
     )
     return back(f"/dags/{quote(dag_id)}/runs/{quote(run_id, safe='')}")
 
@@ -154,6 +240,8 @@ def task_page(
     detail = get_task_run(request, dag_id, run_id, task_id, map_index)
     tries = get_tries(request, dag_id, run_id, task_id, map_index)
     logs = get_logs(request, dag_id, run_id, task_id, map_index, None)
+    if not detail["result"]["truncated"]:  # the preview as written, not as escaped JSON
+        detail["result"]["preview"] = display_json(json.loads(detail["result"]["preview"]))
     return render(
         request,
         "task.html",
@@ -166,7 +254,6 @@ def task_page(
         run_href=f"/dags/{quote(dag_id)}/runs/{quote(run_id, safe='')}",
         flower=flower_link(request, detail.get("celery_task_id")),
         can_clear=detail["state"] in ("failed", "upstream_failed", "cancelled", "success"),
-        extras_json=json.dumps,
     )
 
 
@@ -190,7 +277,8 @@ def replay_form(
     who: PageUser,
     letter_id: int,
     csrf_token: str = Form(""),
+    reason: str = Form("", max_length=2000),
 ) -> Response:
     check_csrf(request, who, csrf_token)
-    run = actions.replay(runtime(request), who, letter_id)
+    run = actions.replay(runtime(request), who, letter_id, reason=reason_given(reason))
     return back(f"/dags/{quote(run.dag_id)}/runs/{quote(run.run_id, safe='')}")

@@ -1,5 +1,5 @@
 // beatflow web UI: live updates of an in-progress run (polls a small JSON endpoint every 2 s),
-// confirmations for destructive forms. No framework, no CDN.
+// dates in UTC or local time, confirmations for destructive forms. No framework, no CDN.
 (function () {
   "use strict";
   function badge(state) {
@@ -41,7 +41,39 @@
         .catch(function () { /* keep polling: the server may be restarting */ });
     }, 2000);
   }
+  // dates: written as UTC by the server; the header's toggle shows them in local time too
+  function pad(n) { return (n < 10 ? "0" : "") + n; }
+  function localText(d) {
+    var off = -d.getTimezoneOffset(), sign = off < 0 ? "-" : "+";
+    off = Math.abs(off);
+    return d.getFullYear() + "-" + pad(d.getMonth() + 1) + "-" + pad(d.getDate()) + " " +
+      pad(d.getHours()) + ":" + pad(d.getMinutes()) + ":" + pad(d.getSeconds()) +
+      " UTC" + sign + pad(Math.floor(off / 60)) + ":" + pad(off % 60);
+  }
+  function showTimes(local) {
+    document.querySelectorAll("time[datetime]").forEach(function (el) {
+      if (!el.hasAttribute("data-utc")) { el.setAttribute("data-utc", el.textContent); }
+      var d = new Date(el.getAttribute("datetime"));
+      el.textContent = local && !isNaN(d) ? localText(d) : el.getAttribute("data-utc");
+    });
+    var button = document.getElementById("tz-toggle");
+    if (button) { button.textContent = local ? "local time" : "UTC"; button.hidden = false; }
+  }
+  function timeZoneToggle() {
+    var local = false;
+    try { local = window.localStorage.getItem("beatflow-time") === "local"; } catch (e) { /* private mode */ }
+    showTimes(local);
+    var button = document.getElementById("tz-toggle");
+    if (!button) { return; }
+    button.title = "show dates in UTC or in this browser's time zone";
+    button.addEventListener("click", function () {
+      local = !local;
+      try { window.localStorage.setItem("beatflow-time", local ? "local" : "utc"); } catch (e) { /* ignore */ }
+      showTimes(local);
+    });
+  }
   document.addEventListener("DOMContentLoaded", function () {
+    timeZoneToggle();
     var live = document.querySelector("[data-live-status]");
     if (live) { poll(live); }
     document.querySelectorAll("form[data-confirm]").forEach(function (form) {
