@@ -269,9 +269,9 @@ def test_conf_is_shown_as_written_and_a_large_conf_stays_in_its_box(
     page: object, web: WebServer, tmp_path: Path
 ) -> None:
     page.goto(stored_run(web, "text-as-written", {"note": TEXT}))  # type: ignore[attr-defined]
-    conf = page.inner_text("#run-conf")  # type: ignore[attr-defined]
-    assert TEXT in conf and "\\u" not in conf
-    assert page.locator("#run-conf b").count() == 0  # type: ignore[attr-defined]
+    facts = page.inner_text("dl.facts")  # type: ignore[attr-defined]
+    assert TEXT in facts and "\\u" not in facts
+    assert page.locator("dl.facts b").count() == 0  # type: ignore[attr-defined]
     shot(page, tmp_path, "conf-as-written")
     page.goto(stored_run(web, "large-conf", {"blob": "x" * 60_000}))  # type: ignore[attr-defined]
     width = page.evaluate("document.documentElement.scrollWidth")  # type: ignore[attr-defined]
@@ -291,14 +291,14 @@ def test_runs_filter_by_dag_task_rows_keep_their_order_and_dates_are_written_one
             web.wait_run(dag_id, run["run_id"])
     page.goto(web.url + "/runs?dag_id=web_slow")  # type: ignore[attr-defined]
     dags = page.eval_on_selector_all(  # type: ignore[attr-defined]
-        "#run-rows tr[data-dag]", "rows => rows.map(r => r.dataset.dag)"
+        "table.runs tbody td:first-child a", "links => links.map(a => a.textContent)"
     )
     assert dags and set(dags) == {"web_slow"}
     page.goto(web.url + "/runs?dag_id=web_etl&state=success")  # type: ignore[attr-defined]
-    states = page.eval_on_selector_all("#run-rows .badge", "b => b.map(x => x.textContent)")  # type: ignore[attr-defined]
+    states = page.eval_on_selector_all("table.runs .badge", "b => b.map(x => x.textContent)")  # type: ignore[attr-defined]
     assert states and set(states) == {"success"}
     shot(page, tmp_path, "runs-filtered")
-    page.click("#run-rows a[href*='/runs/']")  # type: ignore[attr-defined]
+    page.click("table.runs a[href*='/runs/']")  # type: ignore[attr-defined]
     order = page.eval_on_selector_all(  # type: ignore[attr-defined]
         "#task-rows tr", "rows => rows.map(r => r.dataset.instance)"
     )

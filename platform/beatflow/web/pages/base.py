@@ -91,6 +91,8 @@ def safe_next(target: str) -> str:
 
 @functools.cache
 def app_css() -> str:
+    """The stylesheet, for pages shown without a session (login, errors) to inline by nonce:
+    a file of the package, so its template marks it safe (no user text ever goes there)."""
     return (STATIC / "app.css").read_text()
 
 
