@@ -105,7 +105,7 @@ def replay(runtime: Runtime, who: Principal, letter_id: int, reason: str = "") -
             "replay",
             run.dag_id,
             run.run_id,
-            {"dead_letter": letter_id, "reason": reason},
+            {"dead_letter": letter_id, **({"reason": reason} if reason else {})},
         )
     return run
 
