@@ -1,5 +1,6 @@
 """beatflow: DAGs as Python modules, run as Celery canvas, scheduled by an HA beat, recorded in a
-results database with dedupe keys. ``celery -A beatflow`` finds the Celery app here."""
+results database with dedupe keys. ``celery -A beatflow`` finds the Celery app here;
+``beatflow.init_app(app)`` adds beatflow to a Celery app of your own."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ __all__ = [
     "Settings",
     "__version__",
     "context",
+    "init_app",
     "task",
 ]
 
@@ -29,6 +31,10 @@ def __getattr__(name: str) -> Any:
         from beatflow.app import get_app
 
         return get_app()
+    if name == "init_app":  # add beatflow to an existing Celery app
+        from beatflow.app import init_app
+
+        return init_app
     if name in ("DAG", "task", "context", "Param"):
         from beatflow.dag import authoring
 

@@ -2,6 +2,7 @@
 
 BeatflowError
 ├── SettingsError            bad BEATFLOW_* values (all of them, at once)
+├── AppConfigError           a Celery app given to init_app has settings beatflow cannot run with
 ├── DagError                 a DAG definition is wrong
 │   └── DagDefinitionError   cycle, unknown dependency, duplicate id, bad schedule
 ├── DagNotFoundError         no DAG with that id is loaded
@@ -42,6 +43,19 @@ class SettingsError(BeatflowError):
         self.problems = list(problems)
         lines = "\n".join(f"  - {p}" for p in self.problems)
         super().__init__(f"invalid beatflow settings ({len(self.problems)}):\n{lines}")
+
+
+class AppConfigError(BeatflowError):
+    """Raised by ``init_app`` when the Celery app has settings beatflow cannot run with (all of
+    them, at once), or already has beatflow."""
+
+    def __init__(self, app_name: str, problems: Sequence[str]) -> None:
+        self.app_name = app_name
+        self.problems = list(problems)
+        lines = "\n".join(f"  - {p}" for p in self.problems)
+        super().__init__(
+            f"cannot add beatflow to Celery app {app_name!r} ({len(self.problems)}):\n{lines}"
+        )
 
 
 class DagError(BeatflowError):

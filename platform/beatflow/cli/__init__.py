@@ -13,6 +13,7 @@ from typing import Any
 import click
 
 from beatflow.cli.common import (
+    APP_PATH,
     EXIT_CODES,
     EXIT_FAILED,
     EXIT_INTERRUPTED,
@@ -101,11 +102,21 @@ def _exit_codes_epilog() -> str:
     epilog=_exit_codes_epilog(),
 )
 @click.version_option(package_name="beatflow")
-def main() -> None:
+@click.option(
+    "--app",
+    "app_path",
+    envvar="BEATFLOW_APP",
+    metavar="MODULE[:ATTR]",
+    help="Your Celery app that beatflow.init_app ran on (as `celery -A`); default: beatflow's "
+    "own. Env: BEATFLOW_APP.",
+)
+@click.pass_context
+def main(ctx: click.Context, app_path: str | None) -> None:
     """beatflow: DAGs in dags/, run as Celery canvas, scheduled by an HA beat.
 
     Errors print as `error: <what happened>; <what to do>` on stderr.
     """
+    ctx.meta[APP_PATH] = app_path
 
 
 def run(argv: list[str] | None = None) -> Any:

@@ -19,6 +19,9 @@ if TYPE_CHECKING:
 
 F = TypeVar("F", bound=Callable[..., Any])
 
+# where the root command keeps --app (BEATFLOW_APP) in click's context meta
+APP_PATH = "beatflow.app_path"
+
 # The exit codes of every beatflow command (also in `beatflow --help`).
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -93,11 +96,41 @@ def echo_json(data: Any) -> None:
 
 def get_app_or_exit(settings: Settings | None = None) -> Celery:
     """The Celery app for ``settings`` (from the environment when omitted), DAGs loaded on
-    first use; a bad setting ends the command with every problem."""
+    first use; a bad setting ends the command with every problem. With ``--app`` (or
+    BEATFLOW_APP) it is the user's app, as `celery -A` finds it, with the settings init_app
+    gave it."""
+    ctx = click.get_current_context(silent=True)
+    app_path = ctx.meta.get(APP_PATH) if ctx is not None else None
+    if app_path:
+        return _user_app(app_path)
     # Imported here, not above: commands that need no app (config, health, db) stay light.
     from beatflow.app import create_app
 
     return create_app(settings or load_settings(), load_dags=False)
+
+
+def _user_app(app_path: str) -> Celery:
+    from celery.app.utils import find_app
+
+    from beatflow.errors import BeatflowError
+
+    try:
+        app = find_app(app_path)
+    except BeatflowError:  # init_app's own (a refused setting): it says what to do
+        raise
+    except Exception as exc:  # any error in the user's module is reported the same way
+        fail(
+            f"--app {app_path}: no Celery app loaded from there ({type(exc).__name__}: {exc}); "
+            "name a module or module:attribute importable from here, as `celery -A` takes",
+            EXIT_USAGE,
+        )
+    if not isinstance(getattr(app, "beatflow", None), Runtime):
+        fail(
+            f"--app {app_path}: the Celery app {app.main!r} has no beatflow; call "
+            "beatflow.init_app(app) where the app is built",
+            EXIT_USAGE,
+        )
+    return app  # type: ignore[no-any-return]
 
 
 def runtime_or_exit() -> Runtime:

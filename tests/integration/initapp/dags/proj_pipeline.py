@@ -1,0 +1,19 @@
+"""The DAG the project adds once beatflow is in its app."""
+
+from datetime import datetime
+
+from beatflow import DAG, task
+
+
+@task
+def numbers() -> list[int]:
+    return [1, 2, 3]
+
+
+@task
+def total(values: list[int]) -> int:
+    return sum(values)
+
+
+with DAG("proj_pipeline", schedule=None, start_date=datetime(2026, 1, 1)):
+    total(numbers())
