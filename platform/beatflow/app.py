@@ -7,7 +7,6 @@ process-wide one ``celery -A beatflow`` uses."""
 
 from __future__ import annotations
 
-import functools
 import logging
 import threading
 from collections.abc import Mapping
@@ -36,6 +35,7 @@ log = logging.getLogger(__name__)
 
 _lock = threading.Lock()
 _app: Celery | None = None
+_batching_classes: dict[type[Celery], type[Celery]] = {}
 _settings: Settings | None = None  # the last app's, for Celery's setup_logging signal
 
 # The Celery settings beatflow's guarantees rest on (celery_passthrough.REFUSED says why each):
@@ -182,13 +182,11 @@ def _merge_config(app: Celery, config: dict[str, Any], settings: Settings) -> di
     app_sets = _app_sets(app)
     problems = []
     for name, why in _MUST_AGREE.items():
-        if name not in app_sets or name not in config:
+        if name not in app_sets:
             continue
-        theirs = app.conf[name]
-        if not _agrees(name, theirs, config[name], settings):
-            problems.append(
-                f"{name}={_shown(theirs)} (beatflow needs {_shown(config[name])}): {why}"
-            )
+        theirs, ours = app.conf[name], config.get(name, DEFAULTS.get(name))  # unset: Celery's
+        if not _agrees(name, theirs, ours, settings):
+            problems.append(f"{name}={_shown(theirs)} (beatflow needs {_shown(ours)}): {why}")
     if problems:
         raise AppConfigError(app.main or "", problems)
     out = {}
@@ -215,11 +213,17 @@ def _install_batching(app: Celery) -> None:
         app.amqp.__dict__.pop("_event_dispatcher", None)
 
 
-@functools.cache
 def _batching_class(cls: type[Celery]) -> type[Celery]:
+    """``cls`` with BatchingCelery mixed in (one class per ``cls``)."""
     if cls is Celery:
         return BatchingCelery
-    return type(f"Batching{cls.__name__}", (BatchingCelery, cls), {"__module__": cls.__module__})
+    with _lock:
+        if cls not in _batching_classes:
+            name = f"Batching{cls.__name__}"
+            _batching_classes[cls] = type(
+                name, (BatchingCelery, cls), {"__module__": cls.__module__}
+            )
+        return _batching_classes[cls]
 
 
 @signals.setup_logging.connect  # type: ignore[untyped-decorator]

@@ -118,7 +118,7 @@ def _user_app(app_path: str) -> Celery:
         app = find_app(app_path)
     except BeatflowError:  # init_app's own (a refused setting): it says what to do
         raise
-    except Exception as exc:  # any error in the user's module is reported the same way
+    except Exception as exc:  # noqa: BLE001 - any error in the user's module, reported alike
         fail(
             f"--app {app_path}: no Celery app loaded from there ({type(exc).__name__}: {exc}); "
             "name a module or module:attribute importable from here, as `celery -A` takes",
@@ -130,7 +130,7 @@ def _user_app(app_path: str) -> Celery:
             "beatflow.init_app(app) where the app is built",
             EXIT_USAGE,
         )
-    return app  # type: ignore[no-any-return]
+    return app
 
 
 def runtime_or_exit() -> Runtime:
