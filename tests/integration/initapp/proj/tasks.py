@@ -1,10 +1,22 @@
-"""The project's own tasks."""
+"""The project's own tasks and signal handler."""
 
+import os
+from pathlib import Path
 from typing import Any
 
+from celery import signals
 from proj.celery import app
 
 
 @app.task(bind=True)
 def add(self: Any, x: int, y: int) -> dict[str, Any]:
     return {"sum": x + y, "routing_key": self.request.delivery_info.get("routing_key")}
+
+
+@signals.task_success.connect
+def note_success(sender: Any = None, **_: Any) -> None:
+    """The team's own handler: marks every task that succeeded."""
+    marks = os.environ.get("PROJ_MARKS")
+    if marks and sender is not None:
+        Path(marks).mkdir(parents=True, exist_ok=True)
+        (Path(marks) / sender.name).touch()
