@@ -92,7 +92,8 @@ def test_a_dag_runs_beside_the_projects_own_task_route_and_signal(project: Proje
     # the project's own signal handler fired, for its task and for the DAG's
     procs.wait_for(
         lambda: (
-            {"proj.tasks.add", "proj_pipeline.total"} <= {p.name for p in project.marks.iterdir()}
+            {"proj.tasks.add", "proj_pipeline.double", "proj_pipeline.total"}
+            <= {p.name for p in project.marks.iterdir()}
         ),
         timeout=30,
         message="the project's task_success handler to mark both tasks",
