@@ -168,8 +168,19 @@ def _agrees(name: str, theirs: Any, ours: Any, settings: Settings) -> bool:
     if name == "result_backend":
         return theirs in (ours, settings.effective_result_backend_url)
     if name in _MERGED:
-        return all(theirs[k] == ours[k] for k in set(theirs) & set(ours))
+        return not _clashing_keys(theirs, ours)
     return bool(theirs == ours)
+
+
+def _clashing_keys(theirs: Mapping[str, Any] | None, ours: Mapping[str, Any]) -> list[str]:
+    return sorted(k for k in set(theirs or {}) & set(ours) if (theirs or {})[k] != ours[k])
+
+
+def _problem(name: str, theirs: Any, ours: Any, why: str) -> str:
+    if name in _MERGED:  # their values may hold a Sentinel password: name the keys only
+        keys = ", ".join(_clashing_keys(theirs, ours))
+        return f"{name}: {keys} set otherwise than beatflow needs: {why}"
+    return f"{name}={_shown(theirs)} (beatflow needs {_shown(ours)}): {why}"
 
 
 def _shown(value: Any) -> str:
@@ -186,13 +197,13 @@ def _merge_config(app: Celery, config: dict[str, Any], settings: Settings) -> di
             continue
         theirs, ours = app.conf[name], config.get(name, DEFAULTS.get(name))  # unset: Celery's
         if not _agrees(name, theirs, ours, settings):
-            problems.append(f"{name}={_shown(theirs)} (beatflow needs {_shown(ours)}): {why}")
+            problems.append(_problem(name, theirs, ours, why))
     if problems:
         raise AppConfigError(app.main or "", problems)
     out = {}
     for name, value in config.items():
         if name in _MERGED and name in app_sets:
-            out[name] = {**app.conf[name], **value}
+            out[name] = {**(app.conf[name] or {}), **value}
         elif name in _MUST_AGREE or name not in app_sets:
             out[name] = value
     return out
