@@ -5,12 +5,16 @@ from __future__ import annotations
 
 import types
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 from celery import Celery
+from click.testing import CliRunner
 
 from beatflow import init_app
+from beatflow.cli import main
+from beatflow.cli.common import EXIT_USAGE
 from beatflow.errors import AppConfigError, BeatflowError, SettingsError
 from beatflow.execution.send import BatchingCelery, BatchingDispatcher
 from beatflow.runtime import runtime_of
@@ -152,3 +156,17 @@ def test_an_app_gets_beatflow_once(apps: list[Celery]) -> None:
     app = init_app(user_app(apps), SETTINGS, load_dags=False)
     with pytest.raises(AppConfigError, match="already"):
         init_app(app, SETTINGS, load_dags=False)
+
+
+def test_the_cli_names_an_app_that_is_not_there_or_has_no_beatflow(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "plainproj.py").write_text('from celery import Celery\napp = Celery("plain")\n')
+    monkeypatch.syspath_prepend(str(tmp_path))
+    runner = CliRunner()
+    result = runner.invoke(main, ["--app", "no_such_proj_module", "dags", "list"])
+    assert result.exit_code == EXIT_USAGE, result.output
+    assert "--app no_such_proj_module: no Celery app loaded" in result.output
+    result = runner.invoke(main, ["dags", "list"], env={"BEATFLOW_APP": "plainproj"})
+    assert result.exit_code == EXIT_USAGE, result.output
+    assert "has no beatflow; call beatflow.init_app(app)" in result.output

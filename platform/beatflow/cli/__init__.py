@@ -6,6 +6,7 @@ error ends the same way: ``error: <what happened>; <what to do>`` on stderr and 
 from __future__ import annotations
 
 import importlib
+import os
 import sys
 from collections.abc import Sequence
 from typing import Any
@@ -20,7 +21,7 @@ from beatflow.cli.common import (
     EXIT_USAGE,
     CliError,
 )
-from beatflow.errors import BeatflowError, MissingExtraError, SettingsError
+from beatflow.errors import AppConfigError, BeatflowError, MissingExtraError, SettingsError
 
 # name -> "module:attribute" of a click command or group
 COMMANDS: dict[str, str] = {
@@ -56,7 +57,7 @@ class LazyGroup(click.Group):
             return super().invoke(ctx)
         except BeatflowError as exc:
             # Every error we raise on purpose already says what happened and what to do.
-            usage = isinstance(exc, SettingsError | MissingExtraError)
+            usage = isinstance(exc, SettingsError | MissingExtraError | AppConfigError)
             raise CliError(str(exc), EXIT_USAGE if usage else EXIT_FAILED) from exc
 
     def main(
@@ -117,6 +118,8 @@ def main(ctx: click.Context, app_path: str | None) -> None:
     Errors print as `error: <what happened>; <what to do>` on stderr.
     """
     ctx.meta[APP_PATH] = app_path
+    # read here, not a beatflow setting: Settings.from_env would call it a misspelt one
+    os.environ.pop("BEATFLOW_APP", None)
 
 
 def run(argv: list[str] | None = None) -> Any:
