@@ -3,7 +3,6 @@ their replay."""
 
 from __future__ import annotations
 
-import json
 from typing import Any
 from urllib.parse import quote
 
@@ -14,10 +13,8 @@ from beatflow.states import DagRunState
 from beatflow.store import TaskRunRecord
 from beatflow.store.records import TRIGGERS, AuditRecord
 from beatflow.web import actions, views
-from beatflow.web.api.base import flower_link
 from beatflow.web.api.letters import list_dead_letters
 from beatflow.web.api.runs import list_runs
-from beatflow.web.api.tasks import get_logs, get_task_run, get_tries
 from beatflow.web.deps import runtime
 from beatflow.web.graph import render_svg
 from beatflow.web.limits import ApiError, check_id
@@ -30,6 +27,7 @@ from beatflow.web.pages.base import (
     render,
     router,
 )
+from beatflow.web.pages.live import label, run_rows, task_context
 
 AUDIT_ROWS = 20
 
@@ -73,22 +71,8 @@ def run_page(request: Request, who: PageUser, dag_id: str, run_id: str) -> Respo
         tasks = rt.store.get_task_runs(dag_id, run_id)
         audit = rt.store.list_audit(dag_id, run_id, limit=AUDIT_ROWS)
     base = f"/dags/{quote(dag_id)}/runs/{quote(run_id, safe='')}"
-    states = views.task_states(tasks)
+    rows, waiting, states = run_rows(dag, dag_id, run_id, tasks)
     links = {t: f"{base}/tasks/{quote(t)}" for t in dag.tasks}
-    order = {t: i for i, t in enumerate(dag.topological_order())}
-    # a stable order between renders: topological, then id, then map index
-    tasks = sorted(tasks, key=lambda t: (order.get(t.task_id, len(order)), t.task_id, t.map_index))
-    rows = [
-        {
-            **views.task_run_detail(t),
-            "label": t.task_id if t.map_index < 0 else f"{t.task_id}[{t.map_index}]",
-            "href": f"{base}/tasks/{quote(t.task_id)}"
-            + (f"?map_index={t.map_index}" if t.map_index >= 0 else ""),
-        }
-        for t in tasks
-    ]
-    seen = {t.task_id for t in tasks}
-    waiting = [t for t in dag.topological_order() if t not in seen]
     return render(
         request,
         "run.html",
@@ -100,7 +84,7 @@ def run_page(request: Request, who: PageUser, dag_id: str, run_id: str) -> Respo
         rows=rows,
         waiting=waiting,
         base=base,
-        status_url=f"/api/v1{base}/status",
+        live_url=f"{base}/live",
         active=run.state in ("queued", "running"),
         has_failed=any(t.state in ("failed", "upstream_failed") for t in tasks),
         audit=[audit_json(a) for a in audit],
@@ -142,7 +126,7 @@ def _still_running(audit: list[AuditRecord], tasks: list[TaskRunRecord]) -> list
     keys = set(cancel.detail.get("task_runs_cancelled") or ())
     return [
         {
-            "label": t.task_id if t.map_index < 0 else f"{t.task_id}[{t.map_index}]",
+            "label": label(t),
             "worker": t.worker,
         }
         for t in tasks
@@ -237,24 +221,8 @@ def task_page(
     task_id: str,
     map_index: int = Query(-1, ge=-1),
 ) -> Response:
-    detail = get_task_run(request, dag_id, run_id, task_id, map_index)
-    tries = get_tries(request, dag_id, run_id, task_id, map_index)
-    logs = get_logs(request, dag_id, run_id, task_id, map_index, None)
-    if not detail["result"]["truncated"]:  # the preview as written, not as escaped JSON
-        detail["result"]["preview"] = display_json(json.loads(detail["result"]["preview"]))
-    return render(
-        request,
-        "task.html",
-        who,
-        dag_id=dag_id,
-        run_id=run_id,
-        t=detail,
-        tries=tries["tries"],
-        logs=logs,
-        run_href=f"/dags/{quote(dag_id)}/runs/{quote(run_id, safe='')}",
-        flower=flower_link(request, detail.get("celery_task_id")),
-        can_clear=detail["state"] in ("failed", "upstream_failed", "cancelled", "success"),
-    )
+    ctx = task_context(request, who, dag_id, run_id, task_id, map_index)
+    return render(request, "task.html", who, **ctx)
 
 
 # ---------------------------------------------------------------------- dead letters

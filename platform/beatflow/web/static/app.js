@@ -1,4 +1,5 @@
-// beatflow web UI: live updates of an in-progress run (polls a small JSON endpoint every 2 s),
+// beatflow web UI: live updates of an in-progress run and task run (each polls its page's
+// endpoint every 2 s for HTML drawn by the page's own template), log lines whole with a wrap toggle,
 // dates in UTC or local time, confirmations for destructive forms. No framework, no CDN.
 (function () {
   "use strict";
@@ -9,37 +10,81 @@
     span.textContent = state;
     return span;
   }
-  function secs(v) { return v === null || v === undefined ? "–" : v.toFixed(2) + " s"; }
-  function apply(status) {
-    var runState = document.getElementById("run-state");
-    if (runState) { runState.replaceChildren(badge(status.state)); }
-    Object.keys(status.tasks).forEach(function (task) {
-      document.querySelectorAll('#run-graph g.node[data-task="' + CSS.escape(task) + '"]').forEach(function (g) {
-        g.setAttribute("class", "node state-" + status.tasks[task]);
-      });
-    });
-    var rows = document.getElementById("task-rows");
-    Object.keys(status.instances).forEach(function (label) {
-      var info = status.instances[label];
-      var row = rows && rows.querySelector('tr[data-instance="' + CSS.escape(label) + '"]');
-      if (!row) { return; }
-      row.querySelector(".st").replaceChildren(badge(info.state));
-      row.querySelector(".try").textContent = info.try_number;
-      row.querySelector(".dur").textContent = secs(info.duration_seconds);
-    });
-  }
-  function poll(el) {
-    var url = el.getAttribute("data-live-status");
+  // every 2 s, ask the page's poll (url) for JSON; apply(status) says whether to poll again
+  function poll(url, apply) {
     var timer = setInterval(function () {
       fetch(url, { credentials: "same-origin", headers: { "Accept": "application/json" } })
         .then(function (r) { return r.ok ? r.json() : null; })
         .then(function (status) {
-          if (!status) { return; }
-          apply(status);
-          if (status.final) { clearInterval(timer); window.location.reload(); }
+          if (status && !apply(status)) { clearInterval(timer); }
         })
         .catch(function () { /* keep polling: the server may be restarting */ });
     }, 2000);
+  }
+  // a run: its state, duration, graph, and the task rows as the server draws them (the same
+  // template as the page: every column, and a map's instances as they are created)
+  function liveRun(el) {
+    poll(el.getAttribute("data-live-run"), function (status) {
+      var runState = document.getElementById("run-state");
+      if (runState) { runState.replaceChildren(badge(status.state)); }
+      var duration = document.getElementById("run-duration");
+      if (duration) { duration.textContent = status.duration; }
+      Object.keys(status.tasks).forEach(function (task) {
+        document.querySelectorAll('#run-graph g.node[data-task="' + CSS.escape(task) + '"]').forEach(function (g) {
+          g.setAttribute("class", "node state-" + status.tasks[task]);
+        });
+      });
+      var rows = document.getElementById("task-rows");
+      if (rows && rows.getAttribute("data-html") !== status.rows) {
+        rows.innerHTML = status.rows;
+        rows.setAttribute("data-html", status.rows);
+        showTimes(localTime);
+      }
+      if (status.final) { window.location.reload(); return false; }
+      return true;
+    });
+  }
+  // log lines whole: wrapped in their box, or each on one line (scroll sideways); remembered
+  var wrapLogs = true;
+  function showWrap() {
+    var logs = document.querySelector("pre#logs");
+    if (logs) { logs.style.whiteSpace = wrapLogs ? "pre-wrap" : "pre"; logs.style.overflowWrap = wrapLogs ? "anywhere" : "normal"; }
+    var button = document.getElementById("logs-wrap");
+    if (button) {
+      button.setAttribute("aria-pressed", wrapLogs ? "true" : "false");
+      button.textContent = wrapLogs ? "wrap lines: on" : "wrap lines: off";
+    }
+  }
+  function wrapToggle() {
+    try { wrapLogs = window.localStorage.getItem("beatflow-wrap") !== "off"; } catch (e) { /* private mode */ }
+    showWrap();
+    document.addEventListener("click", function (e) {
+      if (!e.target || e.target.id !== "logs-wrap") { return; }
+      wrapLogs = !wrapLogs;
+      try { window.localStorage.setItem("beatflow-wrap", wrapLogs ? "on" : "off"); } catch (err) { /* ignore */ }
+      showWrap();
+    });
+  }
+  // a task run: state, tries, error and the log tail, until it is final and its logs are in
+  function liveTask(el) {
+    var last = null, first = document.querySelector("pre#logs");
+    if (first) { first.scrollTop = first.scrollHeight; }  // the tail
+    poll(el.getAttribute("data-live-task"), function (status) {
+      var changed = status.html !== last;
+      // never under the hands of someone filling in a verb's form: wait until it is closed
+      if (changed && el.querySelector("details[open]") === null) {
+        var old = document.querySelector("pre#logs");
+        var atEnd = !old || old.scrollTop + old.clientHeight >= old.scrollHeight - 4;
+        el.innerHTML = status.html;
+        showTimes(localTime);
+        showWrap();
+        var logs = document.querySelector("pre#logs");
+        if (logs && atEnd) { logs.scrollTop = logs.scrollHeight; }
+        last = status.html;
+      }
+      // final: one more poll with nothing new (the worker writes logs a moment after the end)
+      return !(status.final && !changed);
+    });
   }
   // dates: written as UTC by the server; the header's toggle shows them in local time too
   function pad(n) { return (n < 10 ? "0" : "") + n; }
@@ -50,6 +95,7 @@
       pad(d.getHours()) + ":" + pad(d.getMinutes()) + ":" + pad(d.getSeconds()) +
       " UTC" + sign + pad(Math.floor(off / 60)) + ":" + pad(off % 60);
   }
+  var localTime = false;
   function showTimes(local) {
     document.querySelectorAll("time[datetime]").forEach(function (el) {
       if (!el.hasAttribute("data-utc")) { el.setAttribute("data-utc", el.textContent); }
@@ -60,22 +106,24 @@
     if (button) { button.textContent = local ? "local time" : "UTC"; button.hidden = false; }
   }
   function timeZoneToggle() {
-    var local = false;
-    try { local = window.localStorage.getItem("beatflow-time") === "local"; } catch (e) { /* private mode */ }
-    showTimes(local);
+    try { localTime = window.localStorage.getItem("beatflow-time") === "local"; } catch (e) { /* private mode */ }
+    showTimes(localTime);
     var button = document.getElementById("tz-toggle");
     if (!button) { return; }
     button.title = "show dates in UTC or in this browser's time zone";
     button.addEventListener("click", function () {
-      local = !local;
-      try { window.localStorage.setItem("beatflow-time", local ? "local" : "utc"); } catch (e) { /* ignore */ }
-      showTimes(local);
+      localTime = !localTime;
+      try { window.localStorage.setItem("beatflow-time", localTime ? "local" : "utc"); } catch (e) { /* ignore */ }
+      showTimes(localTime);
     });
   }
   document.addEventListener("DOMContentLoaded", function () {
     timeZoneToggle();
-    var live = document.querySelector("[data-live-status]");
-    if (live) { poll(live); }
+    wrapToggle();
+    var run = document.querySelector("[data-live-run]");
+    if (run) { liveRun(run); }
+    var task = document.querySelector("[data-live-task]");
+    if (task) { liveTask(task); }
     document.querySelectorAll("form[data-confirm]").forEach(function (form) {
       form.addEventListener("submit", function (e) {
         if (!window.confirm(form.getAttribute("data-confirm"))) { e.preventDefault(); }
