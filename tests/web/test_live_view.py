@@ -111,7 +111,9 @@ def test_the_task_page_follows_its_task_run_and_shows_log_lines_whole(
     assert page.inner_text("dl.facts dd") == "2"  # type: ignore[attr-defined]
     assert page.locator("h1 .state-running").count() == 1  # type: ignore[attr-defined]
     # a long line is there whole, wrapped inside its box; the toggle puts it on one line
-    assert "a long log line " * 40 + " END-OF-THE-LONG-LINE" in logs.inner_text()
+    text = logs.inner_text()
+    assert "a long log line " * 40 + " END-OF-THE-LONG-LINE" in text
+    assert "the retry reason: the disk was full); retrying in" in text  # the worker's line
     width = "e => [e.scrollWidth, e.clientWidth]"
     scroll, client = logs.evaluate(width)
     assert scroll <= client, "wrapped lines stay inside the box"
