@@ -24,6 +24,7 @@
   // a run: its state, duration, graph, and the task rows as the server draws them (the same
   // template as the page: every column, and a map's instances as they are created)
   function liveRun(el) {
+    var lastRows = null;
     poll(el.getAttribute("data-live-run"), function (status) {
       var runState = document.getElementById("run-state");
       if (runState) { runState.replaceChildren(badge(status.state)); }
@@ -35,9 +36,9 @@
         });
       });
       var rows = document.getElementById("task-rows");
-      if (rows && rows.getAttribute("data-html") !== status.rows) {
+      if (rows && lastRows !== status.rows) {
         rows.innerHTML = status.rows;
-        rows.setAttribute("data-html", status.rows);
+        lastRows = status.rows;
         showTimes(localTime);
       }
       if (status.final) { window.location.reload(); return false; }
