@@ -79,6 +79,22 @@ def discover(folder: Path) -> list[Path]:
     )
 
 
+FolderVersion = tuple[tuple[str, int, int], ...]
+
+
+def folder_version(folder: str | Path) -> FolderVersion:
+    """(path, mtime, size) of every DAG module of ``folder``: a process imports the folder
+    again only when this changes (a worker that meets a DAG task it does not know)."""
+    out = []
+    for path in discover(Path(folder)):
+        try:
+            st = path.stat()
+        except OSError:
+            continue
+        out.append((str(path), st.st_mtime_ns, st.st_size))
+    return tuple(out)
+
+
 def load_dags(folder: str | Path, *, skip_modules: Collection[str] = ()) -> DagBag:
     """Import every module of ``folder`` in isolation and collect its DAGs. ``skip_modules``
     (dotted names relative to ``folder``: BEATFLOW_IMPORTS) hold plain Celery tasks, not DAGs."""

@@ -16,6 +16,8 @@ from beatflow.dag.model import DAG, TaskSpec
 from beatflow.errors import BeatflowError, DeploySkewError
 from beatflow.execution.dedupe import default_dedupe_key
 from beatflow.execution.send import send_group
+from beatflow.runs.reconciler import fail_run
+from beatflow.worker import reload
 from beatflow.worker.letters import continue_fan_in, fail_unrun, record_final_failure, unrun_letter
 
 if TYPE_CHECKING:
@@ -30,27 +32,38 @@ ROLL_HINT = (
 
 
 def resolve_task(runtime: Runtime, dag_id: str, task_id: str) -> tuple[DAG, TaskSpec]:
-    """The DAG and task as loaded on this worker; DeploySkewError if either is unknown here."""
+    """The DAG and task as loaded on this worker (a DAG new to the dags folder is loaded now:
+    ``worker/reload.py``); DeploySkewError, with why in full, if either is unknown here."""
     try:
         dag = runtime.dag(dag_id)
-    except BeatflowError as exc:
-        raise DeploySkewError(
-            f'DAG "{dag_id}" is not loaded on this worker ({exc}); the message was sent for '
-            "another version of the dags folder (deploy skew): roll every worker to one version"
-        ) from exc
+    except BeatflowError:
+        reload.refresh_for(runtime, f"{dag_id}.{task_id}")
+        try:
+            dag = runtime.dag(dag_id)
+        except BeatflowError as exc:
+            raise DeploySkewError(
+                f"{reload.not_loaded_reason(runtime, dag_id)}; {ROLL_HINT}"
+            ) from exc
     spec = dag.tasks.get(task_id)
     if spec is None:
-        raise DeploySkewError(
-            f'task "{task_id}" is not in DAG "{dag_id}" as loaded on this worker; the message was '
-            "sent for another version of the dags folder (deploy skew): roll every worker to one "
-            "version"
-        )
+        raise DeploySkewError(_task_not_in_dag(dag_id, task_id))
     return dag, spec
 
 
+def _task_not_in_dag(dag_id: str, task_id: str) -> str:
+    return (
+        f'task "{task_id}" is not in DAG "{dag_id}" as loaded on this worker (a DAG changed '
+        "after a worker started reaches it when it restarts); the message was sent for another "
+        "version of the dags folder (deploy skew): roll every worker to one version"
+    )
+
+
 def fail_unknown_task(runtime: Runtime, name: str, args: Any, kwargs: Any) -> bool:
-    """A message for ``<dag_id>.<task_id>`` that no task is registered for on this worker:
-    fail its task run with the reason. True if a task run was failed."""
+    """A message for ``<dag_id>.<task_id>`` that no task is registered for on this worker, even
+    after a look at the dags folder (``worker/reload.py``): its message is gone, so no worker
+    continues its canvas. Fail its task run with the reason in full, and its DAG run with the
+    same reason (its dead letter lets ``beatflow dlq replay`` run it once the cause is gone).
+    True if a task run was failed."""
     dag_id, _, task_id = name.partition(".")
     kw = kwargs if isinstance(kwargs, dict) else {}
     pos = list(args) if isinstance(args, list | tuple) else []
@@ -59,11 +72,18 @@ def fail_unknown_task(runtime: Runtime, name: str, args: Any, kwargs: Any) -> bo
     index = raw_index if isinstance(raw_index, int) else -1
     if not dag_id or not task_id or not isinstance(run_id, str):
         return False
-    if runtime.store.get_dag_run(dag_id, run_id) is None:
+    run = runtime.store.get_dag_run(dag_id, run_id)
+    if run is None:
         return False
-    error = f'could not run the task: task "{name}" is not registered on this worker; {ROLL_HINT}'
+    if dag_id in runtime.dagbag.dags:
+        why = _task_not_in_dag(dag_id, task_id)
+    else:
+        why = f"{reload.not_loaded_reason(runtime, dag_id)}; {ROLL_HINT}"
+    error = f'could not run the task: task "{name}" is not registered on this worker: {why}'
     log.error("%s (run %s)", error, run_id)
     fail_unrun(runtime, dag_id, run_id, task_id, index, error)
+    reason = f'task "{name}" could not run: it is not registered on this worker: {why}'
+    fail_run(runtime, run, reason, action="failed")
     return True
 
 

@@ -27,7 +27,7 @@ from beatflow.dag.plan import at_path
 from beatflow.errors import BeatflowError
 from beatflow.execution.options import TASK_OPTIONS
 from beatflow.runtime import Runtime, runtime_of
-from beatflow.worker import closing, node, skew
+from beatflow.worker import closing, node, reload, skew
 
 log = logging.getLogger(__name__)
 
@@ -36,8 +36,14 @@ def install(app: Celery, runtime: Runtime, *, load_dags: bool = True) -> None:
     """Register the worker's tasks on ``app`` (and the DAGs' when asked)."""
     _register_builtin(app)
     closing.register(app)
+    # a DAG task this worker has not registered (a DAG file added since it started) is looked
+    # for in a new version of the dags folder, by the consumer and by the pool process that
+    # runs it (worker/reload.py), before it is failed as deploy skew
+    app.conf.worker_consumer = f"{reload.Consumer.__module__}:{reload.Consumer.__name__}"
     if load_dags:
+        reload.reload_of(runtime).mark_loaded()  # before the load: a file added meanwhile counts
         register_dag_tasks(app, runtime.dagbag)
+        reload.install_registry(app, runtime)
 
     @signals.task_unknown.connect(weak=False)  # type: ignore[untyped-decorator]
     def _unknown(name: str = "", message: Any = None, **_: Any) -> None:
@@ -62,10 +68,10 @@ def install(app: Celery, runtime: Runtime, *, load_dags: bool = True) -> None:
 def register_dag_tasks(app: Celery, bag: DagBag) -> None:
     for dag in bag.dags.values():
         for spec in dag.tasks.values():
-            _register_node(app, dag, spec)
+            register_node(app, dag, spec)
 
 
-def _register_node(app: Celery, dag: DAG, spec: TaskSpec) -> None:
+def register_node(app: Celery, dag: DAG, spec: TaskSpec) -> CeleryTask:
     name = task_name(dag.dag_id, spec.task_id)
     dag_id, task_id = dag.dag_id, spec.task_id
 
@@ -84,7 +90,8 @@ def _register_node(app: Celery, dag: DAG, spec: TaskSpec) -> None:
     body.__name__ = spec.task_id
     body.__qualname__ = name
     body.__module__ = f"beatflow_dags.{dag_id}"
-    app.task(**options)(body)
+    registered: CeleryTask = app.task(**options)(body)
+    return registered
 
 
 def _register_builtin(app: Celery) -> None:
