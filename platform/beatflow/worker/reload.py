@@ -39,6 +39,8 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 BUILTIN_PREFIXES = ("beatflow.", "celery.")
+CELERY_CONSUMER = "celery.worker.consumer:Consumer"  # Celery's default worker_consumer
+CONSUMER = "beatflow.worker.reload:Consumer"
 
 
 class FolderReload:

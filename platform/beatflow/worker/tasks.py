@@ -39,7 +39,10 @@ def install(app: Celery, runtime: Runtime, *, load_dags: bool = True) -> None:
     # a DAG task this worker has not registered (a DAG file added since it started) is looked
     # for in a new version of the dags folder, by the consumer and by the pool process that
     # runs it (worker/reload.py), before it is failed as deploy skew
-    app.conf.worker_consumer = f"{reload.Consumer.__module__}:{reload.Consumer.__name__}"
+    # (an app of the project's own with a consumer of its own keeps it: new DAGs then need a
+    # worker restart there)
+    if app.conf.worker_consumer in (None, reload.CELERY_CONSUMER):
+        app.conf.worker_consumer = reload.CONSUMER
     if load_dags:
         reload.reload_of(runtime).mark_loaded()  # before the load: a file added meanwhile counts
         register_dag_tasks(app, runtime.dagbag)
