@@ -72,9 +72,11 @@ class FolderReload:
             new.dags = {k: d for k, d in bag.dags.items() if k not in current.dags}
             check_task_names(new, set(app.tasks))  # a clash leaves the new DAG out, with why
             bag.errors.extend(new.errors)
-            for dag_id, dag in sorted(new.dags.items()):
+            for _, dag in sorted(new.dags.items()):
                 _register(app, dag)
-                current.dags[dag_id] = dag
+            # a new dict, never one changed in place: another thread (the reconciler) may be
+            # iterating the old one
+            current.dags = {**current.dags, **new.dags}
             if new.dags:
                 log.info("dags folder changed: loaded new DAGs %s", ", ".join(sorted(new.dags)))
             for err in new.errors:
