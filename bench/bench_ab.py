@@ -41,6 +41,7 @@ from bench_throughput import PgMeter, fresh_database, wait_all_final  # noqa: E4
 
 from beatflow.app import create_app  # noqa: E402
 from beatflow.runs import follow_run, trigger_dag  # noqa: E402
+from beatflow.runtime import runtime_of  # noqa: E402
 from beatflow.settings import Settings  # noqa: E402
 from beatflow.store import Store  # noqa: E402
 from tests import procs  # noqa: E402
@@ -155,13 +156,19 @@ def run(app: object, meter: PgMeter, args: argparse.Namespace, trees: dict[str, 
     )
     for side in SIDES:  # warm up: connections, prepared statements
         for _ in range(5):
-            follow_run(app, f"ab_chain_{side}", trigger_dag(app, f"ab_chain_{side}").run_id)
+            follow_run(
+                runtime_of(app),
+                f"ab_chain_{side}",
+                trigger_dag(runtime_of(app), f"ab_chain_{side}").run_id,
+            )
     chains: dict[str, list[float]] = {side: [] for side in SIDES}
     for i in range(args.chains):
         for side in SIDES if i % 2 == 0 else SIDES[::-1]:
             dag_id = f"ab_chain_{side}"
             started = time.perf_counter()
-            follow_run(app, dag_id, trigger_dag(app, dag_id).run_id, timeout=120)
+            follow_run(
+                runtime_of(app), dag_id, trigger_dag(runtime_of(app), dag_id).run_id, timeout=120
+            )
             chains[side].append(time.perf_counter() - started)
     bursts = burst_times(app, meter, "ab_one", args.bursts, args.burst)
     chain_bursts = burst_times(app, meter, "ab_chain5", args.chain_bursts, args.chain_burst)
@@ -183,7 +190,7 @@ def burst_times(
         for side in SIDES if i % 2 == 0 else SIDES[::-1]:
             dag_id = f"{dag_prefix}_{side}"
             started = time.perf_counter()
-            runs = [(dag_id, trigger_dag(app, dag_id).run_id) for _ in range(size)]
+            runs = [(dag_id, trigger_dag(runtime_of(app), dag_id).run_id) for _ in range(size)]
             wait_all_final(meter, runs)
             times[side].append(time.perf_counter() - started)
     return times

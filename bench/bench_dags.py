@@ -36,6 +36,7 @@ from beatflow.app import create_app  # noqa: E402
 from beatflow.dag.compile import compile_run  # noqa: E402
 from beatflow.dag.loader import load_dags  # noqa: E402
 from beatflow.runs import follow_run, trigger_dag  # noqa: E402
+from beatflow.runtime import runtime_of  # noqa: E402
 from beatflow.settings import Settings  # noqa: E402
 from beatflow.store import Store  # noqa: E402
 from tests import procs  # noqa: E402
@@ -157,8 +158,8 @@ def main() -> None:
 
         def bf(dag_id: str):
             def run() -> None:
-                rec = trigger_dag(app, dag_id)
-                final = follow_run(app, dag_id, rec.run_id, timeout=1200, poll=0.005)
+                rec = trigger_dag(runtime_of(app), dag_id)
+                final = follow_run(runtime_of(app), dag_id, rec.run_id, timeout=1200, poll=0.005)
                 assert final.state == "success", final
 
             return run

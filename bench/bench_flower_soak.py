@@ -143,6 +143,7 @@ def main() -> int:
     settings = Settings.from_env(env)
     from beatflow.app import create_app
     from beatflow.runs import trigger_dag
+    from beatflow.runtime import runtime_of
     from beatflow.store import Store
 
     Store.from_settings(settings).upgrade()
@@ -227,7 +228,7 @@ def main() -> int:
                     next_trigger = now + 0.05
                 elif now >= next_trigger:
                     for dag_id in dag_ids:
-                        trigger_dag(app, dag_id)
+                        trigger_dag(runtime_of(app), dag_id)
                         n_triggered += 1
                     next_trigger += args.interval
                 if now >= next_sample:

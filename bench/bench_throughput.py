@@ -357,19 +357,19 @@ class Bench:
         # subscribed before the trigger, as Celery's result.get() is before its send; woken by
         # the close
         before = datetime.now(UTC)
-        final = trigger_and_follow(self.app, dag_id, timeout=1800)
+        final = trigger_and_follow(runtime_of(self.app), dag_id, timeout=1800)
         self.followed[final.run_id] = (before, datetime.now(UTC))
         assert final.state == "success", final
 
     def bf_trigger(self, dag_id: str, n: int) -> list[tuple[str, str]]:
-        return [(dag_id, trigger_dag(self.app, dag_id).run_id) for _ in range(n)]
+        return [(dag_id, trigger_dag(runtime_of(self.app), dag_id).run_id) for _ in range(n)]
 
     def bf_many(self, dag_id: str, n: int) -> None:
         wait_all_final(self.meter, self.bf_trigger(dag_id, n))
 
     def bf_batch(self, dag_id: str, n: int) -> None:
         """``n`` runs in one ``trigger_dags`` call (Celery's own many-at-once is a group)."""
-        runs = trigger_dags(self.app, [dag_id] * n)
+        runs = trigger_dags(runtime_of(self.app), [dag_id] * n)
         wait_all_final(self.meter, [(dag_id, r.run_id) for r in runs])
 
     def bf_beat(self) -> None:

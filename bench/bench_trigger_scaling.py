@@ -26,6 +26,7 @@ sys.path[:0] = [str(ROOT / "platform"), str(ROOT)]
 
 from beatflow.app import create_app  # noqa: E402
 from beatflow.runs import trigger_dag  # noqa: E402
+from beatflow.runtime import runtime_of  # noqa: E402
 from beatflow.settings import Settings  # noqa: E402
 from beatflow.store import Store  # noqa: E402
 
@@ -77,7 +78,7 @@ def main() -> None:
             read_before = index_reads(args.pg, store)
             started = time.perf_counter()
             for _ in range(step):
-                trigger_dag(app, "b_many")
+                trigger_dag(runtime_of(app), "b_many")
             each = (time.perf_counter() - started) / step
             read = (index_reads(args.pg, store) - read_before) / step
             print(f"{k * step:19,d} | {each * 1000:12.2f} ms | {read:.1f}", flush=True)

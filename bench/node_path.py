@@ -202,7 +202,9 @@ def main() -> None:
     task = app.tasks["b_one.only"]
 
     def node_path(n: int) -> Callable[[], None]:
-        run_ids = [r.run_id for r in trigger_dags(app, ["b_one"] * n)]  # created, not timed
+        run_ids = [
+            r.run_id for r in trigger_dags(runtime_of(app), ["b_one"] * n)
+        ]  # created, not timed
 
         def work() -> None:
             for run_id in run_ids:

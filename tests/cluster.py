@@ -57,14 +57,14 @@ class Cluster:
     def run(
         self, dag_id: str, timeout: float = 60.0, **kw: object
     ) -> tuple[DagRunRecord, dict[str, TaskRunRecord]]:
-        record = trigger_dag(self.app, dag_id, **kw)  # type: ignore[arg-type]
+        record = trigger_dag(runtime_of(self.app), dag_id, **kw)  # type: ignore[arg-type]
         return self.wait(dag_id, record.run_id, timeout)
 
     def wait(
         self, dag_id: str, run_id: str, timeout: float = 60.0
     ) -> tuple[DagRunRecord, dict[str, TaskRunRecord]]:
         try:
-            final = follow_run(self.app, dag_id, run_id, timeout=timeout)
+            final = follow_run(runtime_of(self.app), dag_id, run_id, timeout=timeout)
         except TimeoutError:
             raise AssertionError(f"run did not finish; worker logs:\n{self.log_tail()}") from None
         return final, self.tasks(dag_id, run_id)

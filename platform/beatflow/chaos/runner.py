@@ -288,12 +288,13 @@ class ChaosRun:
         self.stack.revive()
 
     def _trigger_loop(self) -> None:
-        from beatflow.runs.lifecycle import trigger_dag
+        from beatflow.runs import trigger_dag
+        from beatflow.runtime import runtime_of
 
         while not self.stop_triggers.wait(self.rng.uniform(*self.options.trigger_every)):
             dag_id = self.rng.choice(MANUAL)
             try:
-                trigger_dag(self.app, dag_id)
+                trigger_dag(runtime_of(self.app), dag_id)
                 self.report.triggers[f"{dag_id} sent"] += 1
             except Exception as exc:  # noqa: BLE001 - faults make triggers fail; count them
                 self.report.triggers[f"{dag_id} refused"] += 1

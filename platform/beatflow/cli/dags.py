@@ -215,6 +215,7 @@ def trigger(
 ) -> None:
     """Start a DAG run now."""
     from beatflow.runs import trigger_and_follow, trigger_dag
+    from beatflow.runs.controls import cli_actor
 
     parsed = parse_conf(conf)
     settings = load_settings()
@@ -235,7 +236,7 @@ def trigger(
         return
     app = get_app_or_exit()
     if not wait:
-        record = trigger_dag(app, dag_id, conf=parsed, run_id=run_id)
+        record = trigger_dag(runtime_of(app), dag_id, conf=parsed, run_id=run_id, actor=cli_actor())
         if as_json:
             echo_json(dag_run_json(record))
         else:
@@ -253,13 +254,14 @@ def trigger(
 
     try:
         final = trigger_and_follow(
-            app,
+            runtime_of(app),
             dag_id,
             conf=parsed,
             run_id=run_id,
             on_triggered=show_triggered,
             on_task_change=show_change,
             timeout=timeout,
+            actor=cli_actor(),
         )
     except TimeoutError as exc:
         click.echo(f"error: {exc}", err=True)
@@ -278,9 +280,9 @@ def trigger(
 
 
 def _set_paused(dag_id: str, paused: bool, as_json: bool = False) -> None:
-    runtime = runtime_or_exit()
-    runtime.dag(dag_id)  # an unknown DAG ends the command here
-    runtime.store.set_paused(dag_id, paused)
+    from beatflow.runs.controls import cli_actor, set_paused
+
+    set_paused(runtime_or_exit(), dag_id, paused, actor=cli_actor())  # unknown DAG: an error
     if as_json:
         echo_json({"dag_id": dag_id, "paused": paused})
         return
@@ -320,12 +322,13 @@ def _parse_date(value: str, name: str) -> datetime:
 def backfill(dag_id: str, start: str, end: str, as_json: bool) -> None:
     """Create the scheduled runs of a past range (idempotent: existing runs are kept)."""
     from beatflow.runs.backfill import backfill as run_backfill
+    from beatflow.runs.controls import cli_actor
 
     begin, finish = _parse_date(start, "--start"), _parse_date(end, "--end")
     if finish < begin:
         raise click.BadParameter("--end is before --start", param_hint="--end")
     app = get_app_or_exit()
-    runs = run_backfill(app, dag_id, begin, finish)
+    runs = run_backfill(runtime_of(app), dag_id, begin, finish, actor=cli_actor())
     if as_json:
         echo_json([dag_run_json(r) for r in runs])
     else:

@@ -104,9 +104,13 @@ def current(as_json: bool) -> None:
 @json_option
 def prune(older_than: timedelta, batch_size: int, as_json: bool) -> None:
     """Delete finished DAG runs (with their task runs and dead letters) older than an age."""
+    from beatflow.runs.controls import cli_actor
+
     with _store() as store:
         store.check_schema()
         deleted = store.prune(older_than, batch_size=batch_size)
+        detail = {"deleted": deleted, "older_than": _show(older_than)}
+        store.record_audit(cli_actor(), "prune", None, None, detail)
         if as_json:
             echo_json({"deleted": deleted, "older_than": _show(older_than)})
             return

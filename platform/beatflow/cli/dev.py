@@ -21,6 +21,7 @@ from beatflow.dev.stack import DevStack, StackInfo, StopRequested
 from beatflow.errors import BeatflowError, DagNotFoundError
 from beatflow.extras import require
 from beatflow.runs import follow_run, trigger_dag
+from beatflow.runtime import runtime_of
 from beatflow.settings import mask_url
 
 _STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
@@ -102,7 +103,7 @@ def _follow(stack: DevStack, dag_id: str, conf: dict[str, Any] | None, timeout: 
     app = create_app(stack.child_settings)
     try:
         started = time.monotonic()
-        record = trigger_dag(app, dag_id, conf=conf)
+        record = trigger_dag(runtime_of(app), dag_id, conf=conf)
         click.echo(f"triggered {dag_id} run {record.run_id}")
         printer = TaskChangePrinter(click.echo)
         deadline = started + timeout
@@ -112,7 +113,7 @@ def _follow(stack: DevStack, dag_id: str, conf: dict[str, Any] | None, timeout: 
             slice_s = max(0.1, min(1.0, deadline - time.monotonic()))
             try:
                 final = follow_run(
-                    app, dag_id, record.run_id, on_task_change=printer, timeout=slice_s
+                    runtime_of(app), dag_id, record.run_id, on_task_change=printer, timeout=slice_s
                 )
                 break
             except TimeoutError:

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import getpass
-
 import click
 
-from beatflow.cli.common import CliError, echo_json, get_app_or_exit, json_option, runtime_or_exit
+from beatflow.cli.common import CliError, echo_json, json_option, runtime_or_exit
 from beatflow.records_json import dead_letter_json
+from beatflow.runs.controls import cli_actor, purge_dead_letters
 
 
 @click.group()
@@ -50,13 +49,6 @@ def show(letter_id: int, as_json: bool) -> None:
     click.echo(d.traceback or "")
 
 
-def _os_user() -> str:
-    try:
-        return getpass.getuser()
-    except (KeyError, OSError):
-        return "unknown"
-
-
 @dlq.command()
 @click.argument("letter_id", type=int)
 @click.option("--wait", is_flag=True, help="Follow the replayed run; exit 0 only on success.")
@@ -64,8 +56,8 @@ def _os_user() -> str:
 @json_option
 @click.option(
     "--actor",
-    default=_os_user,
-    show_default="the OS user",
+    default=cli_actor,
+    show_default="cli:<os user>",
     help="Who does this (recorded in the audit table).",
 )
 def replay(letter_id: int, wait: bool, timeout: float, as_json: bool, actor: str) -> None:
@@ -73,18 +65,14 @@ def replay(letter_id: int, wait: bool, timeout: float, as_json: bool, actor: str
     downstream tasks that did not run because of it; the DAG run is closed again."""
     from beatflow.runs import follow_run
     from beatflow.runs.replay import replay_dead_letter
-    from beatflow.runtime import runtime_of
 
-    app = get_app_or_exit()
-    run = replay_dead_letter(app, letter_id)
-    runtime_of(app).store.record_audit(
-        actor, "replay", run.dag_id, run.run_id, {"dead_letter": letter_id}
-    )
+    runtime = runtime_or_exit()
+    run = replay_dead_letter(runtime, letter_id, actor=actor)
     out = {"letter_id": letter_id, "dag_id": run.dag_id, "run_id": run.run_id, "state": None}
     if not as_json:
         click.echo(f"replaying dead letter {letter_id} in run {run.dag_id}/{run.run_id}")
     if wait:
-        final = follow_run(app, run.dag_id, run.run_id, timeout=timeout)
+        final = follow_run(runtime, run.dag_id, run.run_id, timeout=timeout)
         out["state"] = final.state
         if as_json:
             echo_json(out)
@@ -104,7 +92,7 @@ def purge(dag_id: str | None, yes: bool, as_json: bool) -> None:
     what = f"dead letters of {dag_id}" if dag_id else "all dead letters"
     if not yes:
         click.confirm(f"Delete {what}?", abort=True, err=as_json)
-    n = runtime_or_exit().store.purge_dead_letters(dag_id)
+    n = purge_dead_letters(runtime_or_exit(), dag_id, actor=cli_actor())
     if as_json:
         echo_json({"dag_id": dag_id, "deleted": n})
         return

@@ -4,13 +4,13 @@ table with who ran it and why."""
 
 from __future__ import annotations
 
-import getpass
 from typing import Any
 
 import click
 
 from beatflow.cli.common import CliError, echo_json, json_option, runtime_or_exit
 from beatflow.records_json import dag_run_json, task_run_json
+from beatflow.runs.controls import cli_actor
 from beatflow.states import DagRunState
 
 STATES = [str(s) for s in DagRunState]
@@ -68,17 +68,10 @@ def show(dag_id: str, run_id: str, as_json: bool) -> None:
             click.echo(f"      error: {t.error}")
 
 
-def _default_actor() -> str:
-    try:
-        return getpass.getuser()
-    except (KeyError, OSError):
-        return "unknown"
-
-
 def _actor_option(fn: Any) -> Any:
     return click.option(
         "--actor",
-        default=_default_actor,
+        default=cli_actor,
         show_default="the OS user",
         help="Who does this (recorded in the audit table).",
     )(fn)

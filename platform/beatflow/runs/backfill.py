@@ -8,11 +8,10 @@ import logging
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
-from celery import Celery
-
 from beatflow.errors import SchedulerError
-from beatflow.runs.lifecycle import make_run_id, send_started
-from beatflow.runtime import runtime_of
+from beatflow.runs.dispatch import send_started
+from beatflow.runs.fire import scheduled_run_id
+from beatflow.runtime import Runtime
 from beatflow.store.records import ScheduledRunDraft
 from beatflow.times import as_utc
 
@@ -24,10 +23,10 @@ log = logging.getLogger(__name__)
 MAX_BACKFILL_TICKS = 10_000
 
 
-def backfill_ticks(app: Celery, dag_id: str, start: datetime, end: datetime) -> list[datetime]:
+def backfill_ticks(runtime: Runtime, dag_id: str, start: datetime, end: datetime) -> list[datetime]:
     """The ticks of ``dag_id`` in ``[start, end]``, inside its start_date/end_date, oldest first.
     ``end`` is clamped to now: a future tick is the beat's to fire, not a backfill's."""
-    dag = runtime_of(app).dag(dag_id)
+    dag = runtime.dag(dag_id)
     if dag.schedule is None:
         raise SchedulerError(
             f'DAG "{dag_id}" has no schedule, so it has no ticks to backfill; '
@@ -57,7 +56,15 @@ def backfill_ticks(app: Celery, dag_id: str, start: datetime, end: datetime) -> 
     return ticks
 
 
-def backfill(app: Celery, dag_id: str, start: datetime, end: datetime) -> list[DagRunRecord]:
+def backfill(
+    runtime: Runtime,
+    dag_id: str,
+    start: datetime,
+    end: datetime,
+    *,
+    actor: str | None = None,
+    reason: str = "",
+) -> list[DagRunRecord]:
     """Create (or find) one DAG run per tick in ``[start, end]``; extra runs beyond the DAG's
     max_active_runs wait queued. Returns the runs, oldest first.
 
@@ -65,14 +72,13 @@ def backfill(app: Celery, dag_id: str, start: datetime, end: datetime) -> list[D
     oldest queued runs are started and sent once: thousands of ticks cost a few round trips,
     not a trigger each. A conf the DAG refuses (a required param without a default) creates
     nothing; a broker that cannot be reached leaves the runs queued (BrokerUnavailableError;
-    the reconciler, or the same backfill again, sends them)."""
-    runtime = runtime_of(app)
+    the reconciler, or the same backfill again, sends them). ``actor``: the operator who asked,
+    recorded in the audit table (with ``reason``) once the runs exist."""
     dag = runtime.dag(dag_id)
-    ticks = backfill_ticks(app, dag_id, start, end)
+    ticks = backfill_ticks(runtime, dag_id, start, end)
     conf = dag.resolve_conf(None)
     drafts = [
-        ScheduledRunDraft(dag_id, make_run_id("scheduled", tick), tick, "backfill", conf)
-        for tick in ticks
+        ScheduledRunDraft(dag_id, scheduled_run_id(tick), tick, "backfill", conf) for tick in ticks
     ]
     made = runtime.store.create_dag_runs(drafts)
     runs = [record for record, _ in made]
@@ -84,6 +90,15 @@ def backfill(app: Celery, dag_id: str, start: datetime, end: datetime) -> list[D
         created,
         extra={"dag_id": dag_id},
     )
+    if actor is not None:
+        detail = {
+            "start": as_utc(start).isoformat(),
+            "end": as_utc(end).isoformat(),
+            "runs": len(runs),
+            "created": created,
+            "reason": reason,
+        }
+        runtime.store.record_audit(actor, "backfill", dag_id, None, detail)
     started = runtime.store.start_queued_dag_runs(dag_id, dag.max_active_runs)
     send_started(runtime, dag_id, started)
     as_started = {r.run_id: r for r in started}

@@ -177,7 +177,7 @@ def fire_dags(
     another's. Returns the fires to retry (unknown DAG, store down, the batch's sends lost with
     the broker) and the number of DAGs dispatched (a paused DAG counts: its runs
     wait queued)."""
-    from beatflow.runs.lifecycle import send_started, sending_runs
+    from beatflow.runs.dispatch import send_started, sending_runs
 
     retry: list[list[str]] = []
     ticks: dict[str, list[tuple[datetime, str]]] = {}

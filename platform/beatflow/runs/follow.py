@@ -11,11 +11,10 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import redis
-from celery import Celery
 
 from beatflow.errors import RunNotFoundError, StoreError, StoreUnavailableError
 from beatflow.execution import announce
-from beatflow.runtime import runtime_of
+from beatflow.runtime import Runtime
 from beatflow.states import DAG_RUN_FINAL
 
 if TYPE_CHECKING:
@@ -32,13 +31,13 @@ TASK_POLL = 1.0  # seconds between reads when following task changes too
 class _Wakeups:
     """The run's channel, subscribed before the first read so no announcement is missed."""
 
-    def __init__(self, app: Celery, dag_id: str, run_id: str, *, tasks: bool) -> None:
+    def __init__(self, runtime: Runtime, dag_id: str, run_id: str, *, tasks: bool) -> None:
         self.kinds = {announce.RUN, announce.TASK} if tasks else {announce.RUN}
         self.pubsub: PubSub | None = None
         self.marked = False  # the run is marked followed (its end is announced)
         self.dag_id, self.run_id = dag_id, run_id
         self.ended: DagRunRecord | None = None  # the run as its end was announced
-        client = announce.client_of(app)
+        client = announce.client_of(runtime.app)
         if client is None:
             return
         try:
@@ -129,7 +128,7 @@ def _kind(message: dict[str, object]) -> str:
 
 
 def follow_run(
-    app: Celery,
+    runtime: Runtime,
     dag_id: str,
     run_id: str,
     *,
@@ -144,23 +143,23 @@ def follow_run(
     Raises RunNotFoundError for an unknown run, TimeoutError if it has not finished after
     ``timeout`` seconds.
     """
-    wakeups = listen(app, dag_id, run_id, tasks=on_task_change is not None)
+    wakeups = listen(runtime, dag_id, run_id, tasks=on_task_change is not None)
     try:
         return follow_listening(
-            app, wakeups, on_task_change=on_task_change, timeout=timeout, poll=poll
+            runtime, wakeups, on_task_change=on_task_change, timeout=timeout, poll=poll
         )
     finally:
         wakeups.close()
 
 
-def listen(app: Celery, dag_id: str, run_id: str, *, tasks: bool = False) -> _Wakeups:
+def listen(runtime: Runtime, dag_id: str, run_id: str, *, tasks: bool = False) -> _Wakeups:
     """Subscribe to the run's announcements (before the run is read, or triggered, so none is
     missed); ``tasks``: wake on its task changes too. Close it when done."""
-    return _Wakeups(app, dag_id, run_id, tasks=tasks)
+    return _Wakeups(runtime, dag_id, run_id, tasks=tasks)
 
 
 def follow_listening(
-    app: Celery,
+    runtime: Runtime,
     wakeups: _Wakeups,
     *,
     known: DagRunRecord | None = None,
@@ -171,7 +170,7 @@ def follow_listening(
     """``follow_run`` on a channel already listened to (``listen``). ``known``: the run as the
     caller read it after subscribing (a trigger's own record): when it is marked followed, its
     end will be announced, so the first read (and its mark) is skipped."""
-    store = runtime_of(app).store
+    store = runtime.store
     dag_id, run_id = wakeups.dag_id, wakeups.run_id
     deadline = time.monotonic() + timeout
     seen: dict[str, tuple[str, int]] = {}

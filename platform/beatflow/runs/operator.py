@@ -1,7 +1,7 @@
-"""The operator's verbs on a DAG run — cancel, clear, mark — as the CLI and the web UI call
-them. Each checks that the run exists and that the verb applies to its state (RunNotFoundError,
-RunStateError otherwise), makes its change with conditional updates, records who did it, when
-and why in the audit table, and returns the run as it is afterwards."""
+"""The operator's verbs on a DAG run — cancel, clear, mark — as the CLI, the web API and the UI
+call them. Each checks that the run exists and that the verb applies to its state
+(RunNotFoundError, RunStateError otherwise), makes its change with conditional updates, records
+who did it, when and why in the audit table, and returns the run as it is afterwards."""
 
 from __future__ import annotations
 
@@ -9,12 +9,17 @@ import logging
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
 
-from celery import Celery
-
 from beatflow.errors import BeatflowError, RunNotFoundError, RunStateError, UnknownTaskError
-from beatflow.runs.lifecycle import dispatch_quietly, run_outcome, send_run
+from beatflow.runs.close import run_outcome
+from beatflow.runs.dispatch import dispatch_quietly, send_run
 from beatflow.runtime import Runtime
-from beatflow.states import DAG_RUN_ACTIVE, DAG_RUN_FINAL, DagRunState, TaskRunState
+from beatflow.states import (
+    DAG_RUN_ACTIVE,
+    DAG_RUN_FINAL,
+    TASK_RUN_FAILED,
+    DagRunState,
+    TaskRunState,
+)
 
 if TYPE_CHECKING:
     from beatflow.dag.model import DAG
@@ -23,9 +28,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 MARK_STATES = frozenset({DagRunState.SUCCESS, DagRunState.FAILED})
-FAILED_TASK_STATES = frozenset(
-    {TaskRunState.FAILED, TaskRunState.UPSTREAM_FAILED, TaskRunState.CANCELLED}
-)
 
 
 def cancel_run(
@@ -48,7 +50,7 @@ def cancel_run(
         current = _get(runtime, dag_id, run_id)
         raise RunStateError(dag_id, run_id, current.state, "cancel", "it has already ended")
     cancelled = runtime.store.cancel_task_runs(dag_id, run_id, reason=why)
-    revoke_task_runs(runtime.app, cancelled, terminate=terminate)
+    revoke_task_runs(runtime, cancelled, terminate=terminate)
     runtime.store.record_audit(
         actor,
         "cancel",
@@ -86,10 +88,10 @@ def clear_run(
     dag = runtime.dag(dag_id)
     chosen = _task_ids(dag, tasks)
     if downstream:
-        chosen |= _descendants(dag, chosen)
+        chosen |= downstream_of(dag, chosen)
     if run.state == DagRunState.QUEUED:
         raise RunStateError(dag_id, run_id, run.state, "clear", "it has not started yet")
-    states = FAILED_TASK_STATES if only_failed else frozenset(TaskRunState)
+    states = TASK_RUN_FAILED if only_failed else frozenset(TaskRunState)
     reset = runtime.store.reset_task_runs(dag_id, run_id, chosen, states=states)
     if not reset:
         which = "failed task runs" if only_failed else "finished task runs"
@@ -153,7 +155,7 @@ def mark_run(
         ):
             raise RunStateError(dag_id, run_id, run.state, "mark", f"it is {state} already")
         cancelled = runtime.store.cancel_task_runs(dag_id, run_id, reason=why)
-        revoke_task_runs(runtime.app, cancelled, terminate=False)
+        revoke_task_runs(runtime, cancelled, terminate=False)
         detail["task_runs_cancelled"] = [t.dedupe_key for t in cancelled]
         runtime.store.record_audit(actor, "mark", dag_id, run_id, detail)
         _dispatch(runtime, dag_id)
@@ -182,7 +184,9 @@ def mark_run(
     return _get(runtime, dag_id, run_id)
 
 
-def revoke_task_runs(app: Celery, records: Iterable[TaskRunRecord], *, terminate: bool) -> None:
+def revoke_task_runs(
+    runtime: Runtime, records: Iterable[TaskRunRecord], *, terminate: bool
+) -> None:
     """Revoke the Celery messages of these task runs (a retry waiting in the broker, a task
     still running); terminate the running ones with ``terminate``. Best effort: the task runs
     are already final in the database, so a worker that still gets one cannot record it."""
@@ -190,7 +194,7 @@ def revoke_task_runs(app: Celery, records: Iterable[TaskRunRecord], *, terminate
     if not ids:
         return
     try:
-        app.control.revoke(ids, terminate=terminate, signal="SIGTERM")
+        runtime.app.control.revoke(ids, terminate=terminate, signal="SIGTERM")
     except Exception as exc:  # noqa: BLE001 - the run is cancelled in the database already
         log.warning("could not revoke %d task messages: %s", len(ids), exc)
 
@@ -214,7 +218,10 @@ def _task_ids(dag: DAG, tasks: Iterable[str]) -> set[str]:
     return chosen
 
 
-def _descendants(dag: DAG, roots: set[str]) -> set[str]:
+def downstream_of(dag: DAG, roots: Iterable[str]) -> set[str]:
+    """Every task downstream of ``roots`` (their children, theirs, and so on), ``roots``
+    excepted unless one is downstream of another: what a clear with ``downstream`` and a
+    dead letter's replay run again."""
     down = dag.downstream_map()
     out: set[str] = set()
     stack = list(roots)

@@ -33,7 +33,8 @@ from celery import Celery, signals
 
 from beatflow import connections
 from beatflow.errors import BeatflowError, BrokerUnavailableError, DagNotFoundError
-from beatflow.runs.lifecycle import close_run, dispatch_quietly, run_outcome, send_run
+from beatflow.runs.close import close_run, run_outcome
+from beatflow.runs.dispatch import dispatch_quietly, send_run
 from beatflow.runtime import Runtime, runtime_of
 from beatflow.states import DagRunState, TaskRunState
 
@@ -187,7 +188,7 @@ def fail_run(runtime: Runtime, run: DagRunRecord, reason: str, *, action: str) -
     ):
         return False
     cancelled = store.cancel_task_runs(run.dag_id, run.run_id, reason=reason)
-    revoke_task_runs(runtime.app, cancelled, terminate=False)
+    revoke_task_runs(runtime, cancelled, terminate=False)
     log.error(
         "reconciler failed DAG run %s: %s",
         _name(run),

@@ -53,23 +53,11 @@ def api_errors() -> Iterator[None]:
         raise ApiError(409, str(exc)) from exc
 
 
-def audit(
-    runtime: Runtime,
-    who: Principal,
-    action: str,
-    dag_id: str | None,
-    run_id: str | None,
-    detail: dict[str, Any],
-) -> None:
-    runtime.store.record_audit(who.actor, action, dag_id, run_id, detail)
-    log.info("%s by %s on %s/%s", action, who.actor, dag_id, run_id or "-")
-
-
 def set_paused(runtime: Runtime, who: Principal, dag_id: str, paused: bool) -> None:
+    from beatflow.runs.controls import set_paused as set_dag_paused
+
     with api_errors():
-        runtime.dag(dag_id)
-        runtime.store.set_paused(dag_id, paused)
-        audit(runtime, who, "pause" if paused else "unpause", dag_id, None, {})
+        set_dag_paused(runtime, dag_id, paused, actor=who.actor)
 
 
 def trigger(
@@ -82,12 +70,9 @@ def trigger(
 ) -> DagRunRecord:
     from beatflow.runs import trigger_dag
 
-    if run_id is not None:
-        check_id(run_id, "run id")
-    with api_errors():
-        record = trigger_dag(runtime.app, dag_id, conf=conf, run_id=run_id)
-        audit(
-            runtime, who, "trigger", dag_id, record.run_id, {"conf": conf or {}, "reason": reason}
+    with api_errors():  # the run id is checked once, by the trigger
+        record = trigger_dag(
+            runtime, dag_id, conf=conf, run_id=run_id, actor=who.actor, reason=reason
         )
     return record
 
@@ -98,15 +83,7 @@ def replay(runtime: Runtime, who: Principal, letter_id: int, reason: str = "") -
     with api_errors():
         if runtime.store.get_dead_letter(letter_id) is None:
             raise ApiError(404, f"no dead letter {letter_id}")
-        run = replay_dead_letter(runtime.app, letter_id)
-        audit(
-            runtime,
-            who,
-            "replay",
-            run.dag_id,
-            run.run_id,
-            {"dead_letter": letter_id, **({"reason": reason} if reason else {})},
-        )
+        run = replay_dead_letter(runtime, letter_id, actor=who.actor, reason=reason)
     return run
 
 

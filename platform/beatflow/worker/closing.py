@@ -1,5 +1,5 @@
 """Closing a DAG run from a task: every way a task closes a run goes through :func:`close`
-(``runs.lifecycle.close_run``: the run's final state once every task of it is final, the
+(``runs.close.close_run``: the run's final state once every task of it is final, the
 announcement of its end, its event, the waiting runs started). Two tasks call it:
 
 - a run's closing task (``dag.compile.closing_task``: the one plain task its plan ends with)
@@ -27,7 +27,7 @@ from beatflow.dag.compile import FINISH_TASK
 from beatflow.errors import StoreUnavailableError
 from beatflow.execution import events
 from beatflow.execution.options import STORE_RETRY_MAX_DELAY, TASK_OPTIONS
-from beatflow.runs.lifecycle import close_run
+from beatflow.runs.close import close_run
 from beatflow.runtime import runtime_of
 
 if TYPE_CHECKING:

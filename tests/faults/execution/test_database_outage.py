@@ -9,6 +9,7 @@ from __future__ import annotations
 import pytest
 
 from beatflow.runs import trigger_dag
+from beatflow.runtime import runtime_of
 from beatflow.settings import Settings
 from tests import services
 from tests.cluster import cluster
@@ -39,7 +40,9 @@ def test_a_result_write_is_retried_in_process_and_the_task_does_not_run_again(tm
     pg = services.start_postgres_server()
     try:
         with cluster(tmp_path, redis_url, pg.url) as c:
-            records = [trigger_dag(c.app, "t_effect", conf={"sleep": 1.0}) for _ in range(4)]
+            records = [
+                trigger_dag(runtime_of(c.app), "t_effect", conf={"sleep": 1.0}) for _ in range(4)
+            ]
             wait_for(
                 lambda: sum(c.count(f"start-{r.run_id}") for r in records) >= 1,
                 timeout=30,
@@ -72,7 +75,7 @@ def test_past_the_write_retry_budget_celery_retries_and_the_task_runs_again(tmp_
     try:
         env = {"BEATFLOW_RESULT_WRITE_RETRY_SECONDS": "2"}
         with cluster(tmp_path, redis_url, pg.url, env=env) as c:
-            record = trigger_dag(c.app, "t_effect", conf={"sleep": 1.0})
+            record = trigger_dag(runtime_of(c.app), "t_effect", conf={"sleep": 1.0})
             run_id = record.run_id
             wait_for(lambda: c.count(f"start-{run_id}") == 1, message="the task to start")
             pg.stop()

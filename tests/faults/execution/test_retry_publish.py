@@ -8,6 +8,7 @@ import pytest
 import redis
 
 from beatflow.runs import trigger_dag
+from beatflow.runtime import runtime_of
 from tests.cluster import cluster
 from tests.procs import wait_for
 
@@ -34,7 +35,7 @@ def in_flight(broker: redis.Redis) -> int:
 
 def test_a_retry_the_broker_refuses_is_given_back_not_dropped(tmp_path, own_redis, postgres_url):
     with cluster(tmp_path, own_redis.url, postgres_url, env=FAST_REDELIVERY) as c:
-        record = trigger_dag(c.app, "t_fails_once")
+        record = trigger_dag(runtime_of(c.app), "t_fails_once")
         run_id = record.run_id
         wait_for(lambda: c.count(f"fails-once-{run_id}") == 1, message="the first try to start")
         broker = redis.Redis.from_url(own_redis.url)

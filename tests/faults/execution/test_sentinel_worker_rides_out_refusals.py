@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from beatflow.runs import trigger_dag
+from beatflow.runtime import runtime_of
 from beatflow.states import DagRunState
 from tests.cluster import cluster
 from tests.faults.execution.test_worker_rides_out_redis_oom import alive, unsettled
@@ -39,7 +40,8 @@ def test_a_worker_on_a_sentinel_broker_rides_out_the_master_refusing_writes(
         worker = c.start_worker(concurrency=1)
         pid = worker.pid
         runs = [
-            trigger_dag(c.app, "t_gated", run_id=f"sent-{n}", conf={"hold": 60.0}) for n in "ab"
+            trigger_dag(runtime_of(c.app), "t_gated", run_id=f"sent-{n}", conf={"hold": 60.0})
+            for n in "ab"
         ]
         wait_for(lambda: c.count("gated-sent-a") == 1, timeout=60, message="run a's task")
         master = sentinel_set.master()

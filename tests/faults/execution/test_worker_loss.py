@@ -7,6 +7,7 @@ import pytest
 
 from beatflow.execution.decide import WORKER_LOST_TRIES
 from beatflow.runs import trigger_dag
+from beatflow.runtime import runtime_of
 from tests.cluster import cluster
 from tests.procs import wait_for
 
@@ -26,7 +27,7 @@ def test_a_task_whose_worker_is_killed_midway_is_redelivered_and_completes_once(
     tmp_path, redis_url, postgres_url
 ):
     with cluster(tmp_path, redis_url, postgres_url, env=FAST_REDELIVERY) as c:
-        record = trigger_dag(c.app, "t_effect", conf={"sleep": 3.0})
+        record = trigger_dag(runtime_of(c.app), "t_effect", conf={"sleep": 3.0})
         wait_for(
             lambda: c.count(f"start-{record.run_id}") == 1, timeout=30, message="the task to start"
         )
@@ -44,7 +45,7 @@ def test_a_task_that_keeps_killing_its_worker_is_failed_and_dead_lettered_after_
     tmp_path, redis_url, postgres_url
 ):
     with cluster(tmp_path, redis_url, postgres_url, env=FAST_REDELIVERY) as c:
-        record = trigger_dag(c.app, "t_effect", conf={"sleep": 60.0})
+        record = trigger_dag(runtime_of(c.app), "t_effect", conf={"sleep": 60.0})
         run_id = record.run_id
         # t_effect.effect has retries=0: 1 try + WORKER_LOST_TRIES (2) tries may die with it
         for started in range(1, 2 + WORKER_LOST_TRIES):

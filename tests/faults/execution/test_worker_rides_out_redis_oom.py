@@ -13,6 +13,7 @@ import pytest
 import redis
 
 from beatflow.runs import trigger_dag
+from beatflow.runtime import runtime_of
 from beatflow.states import DagRunState
 from tests.cluster import cluster
 from tests.procs import Proc, wait_for
@@ -41,7 +42,10 @@ def test_a_worker_rides_out_redis_refusing_writes_while_a_dag_run_is_in_flight(
         # one slot: run "a" runs, run "b" waits in the queue until "a" is acked
         worker = c.start_worker(concurrency=1)
         pid = worker.pid
-        runs = [trigger_dag(c.app, "t_gated", run_id=f"oom-{n}", conf={"hold": 60.0}) for n in "ab"]
+        runs = [
+            trigger_dag(runtime_of(c.app), "t_gated", run_id=f"oom-{n}", conf={"hold": 60.0})
+            for n in "ab"
+        ]
         wait_for(lambda: c.count("gated-oom-a") == 1, timeout=60, message="run a's task")
         broker = redis.Redis.from_url(own_redis.url)
         broker.config_set("maxmemory-policy", "noeviction")
@@ -88,7 +92,8 @@ def test_a_task_that_runs_through_the_refusal_finishes_once(
         worker = c.start_worker(concurrency=2)
         pid = worker.pid
         runs = [
-            trigger_dag(c.app, "t_gated", run_id=f"oom-{n}", conf={"hold": 90.0}) for n in "abc"
+            trigger_dag(runtime_of(c.app), "t_gated", run_id=f"oom-{n}", conf={"hold": 90.0})
+            for n in "abc"
         ]
         wait_for(
             lambda: c.count("gated-oom-a") == c.count("gated-oom-b") == 1,

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from beatflow.runs import trigger_dag
+from beatflow.runtime import runtime_of
 from beatflow.states import DagRunState
 from tests.cluster import cluster
 from tests.procs import wait_for
@@ -23,7 +24,9 @@ def test_a_worker_survives_a_redis_restart_while_a_task_runs(
 ) -> None:
     with cluster(tmp_path, own_redis.url, postgres_url) as c:
         worker = c.workers[0]
-        run = trigger_dag(c.app, "t_single", run_id="redis-restart", conf={"sleep": 6.0})
+        run = trigger_dag(
+            runtime_of(c.app), "t_single", run_id="redis-restart", conf={"sleep": 6.0}
+        )
         wait_for(lambda: c.count("step-redis-restart") == 1, timeout=60, message="the step")
         own_redis.stop()
         own_redis.start()

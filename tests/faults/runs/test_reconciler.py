@@ -101,7 +101,7 @@ def test_a_map_whose_last_instance_ended_without_sending_what_follows_is_resumed
 def test_a_run_past_its_dagrun_timeout_fails_and_its_remaining_tasks_are_cancelled(
     cluster: Cluster, metrics: Callable[[], Samples]
 ) -> None:
-    run = trigger_dag(cluster.app, "t_linger", run_id="overstays")
+    run = trigger_dag(runtime_of(cluster.app), "t_linger", run_id="overstays")
     final, tasks = cluster.wait("t_linger", run.run_id, timeout=BOUND)
     assert final.state == DagRunState.FAILED
     assert "dagrun_timeout" in (final.failure_reason or "")
@@ -122,7 +122,7 @@ def test_a_run_that_cannot_progress_is_failed_after_its_resumes_with_the_reason(
     cluster: Cluster, metrics: Callable[[], Samples]
 ) -> None:
     # its only task goes to a queue no worker serves: resumed once (max 1), then failed
-    run = trigger_dag(cluster.app, "t_stranded", run_id="stranded")
+    run = trigger_dag(runtime_of(cluster.app), "t_stranded", run_id="stranded")
     final, _ = cluster.wait("t_stranded", run.run_id, timeout=BOUND)
     assert final.state == DagRunState.FAILED
     assert final.resume_count == 1
@@ -142,7 +142,7 @@ def test_a_retry_waiting_for_its_backoff_is_not_mistaken_for_a_lost_canvas(
     cluster: Cluster,
 ) -> None:
     # the retry waits 20 s, over three times the stall time: the run is silent, not lost
-    run = trigger_dag(cluster.app, "t_slow_retry", run_id="slow-retry")
+    run = trigger_dag(runtime_of(cluster.app), "t_slow_retry", run_id="slow-retry")
     final, tasks = cluster.wait("t_slow_retry", run.run_id, timeout=BOUND)
     assert final.state == DagRunState.SUCCESS
     assert final.resume_count == 0

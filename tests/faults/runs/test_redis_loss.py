@@ -16,6 +16,7 @@ import pytest
 
 from beatflow.errors import BrokerUnavailableError
 from beatflow.runs import RunRequest, trigger_dag, trigger_dags
+from beatflow.runtime import runtime_of
 from beatflow.states import DagRunState, TaskRunState
 from tests.cluster import Cluster, cluster
 from tests.faults.runs.conftest import BOUND, FAST_RECONCILER
@@ -82,7 +83,7 @@ def test_a_batch_triggered_with_the_broker_down_waits_queued_and_each_run_runs_o
     with cluster(tmp_path, own_redis.url, postgres_url, workers=0, env=FAST_RECONCILER) as c:
         own_redis.stop()
         with pytest.raises(BrokerUnavailableError):
-            trigger_dags(c.app, asked)
+            trigger_dags(runtime_of(c.app), asked)
         for request in asked:  # created, and back to queued: nothing was sent
             run = c.store.get_dag_run(request.dag_id, str(request.run_id))
             assert run is not None and run.state == DagRunState.QUEUED, request
@@ -93,7 +94,9 @@ def test_a_batch_triggered_with_the_broker_down_waits_queued_and_each_run_runs_o
         for request in asked:
             final, _ = c.wait(request.dag_id, str(request.run_id), timeout=BOUND)
             assert final.state == DagRunState.SUCCESS, request
-        again = trigger_dags(c.app, asked)  # the same batch again: the same runs, not rerun
+        again = trigger_dags(
+            runtime_of(c.app), asked
+        )  # the same batch again: the same runs, not rerun
         assert {r.state for r in again} == {DagRunState.SUCCESS}
         for i in range(3):
             assert c.count(f"step-batch-s{i}") == 1
@@ -105,7 +108,7 @@ def test_redis_restarted_empty_mid_chord_the_run_is_resumed_and_each_side_effect
     tmp_path: Path, own_redis: OwnedRedis, postgres_url: str
 ) -> None:
     with cluster(tmp_path, own_redis.url, postgres_url, env=FAST_RECONCILER) as c:
-        run = trigger_dag(c.app, "t_chord", run_id="mid-chord", conf={"hold": 90.0})
+        run = trigger_dag(runtime_of(c.app), "t_chord", run_id="mid-chord", conf={"hold": 90.0})
         count: Callable[[str], int] = c.count
         wait_for(lambda: count("part1-mid-chord") and count("part2-mid-chord"), timeout=60)
         (c.marks / "gate-mid-chord-1").touch()

@@ -17,6 +17,7 @@ import sqlalchemy as sa
 
 from beatflow.app import create_app
 from beatflow.runs import follow_run, trigger_dag
+from beatflow.runtime import runtime_of
 from beatflow.settings import Settings
 from beatflow.store import Store
 from tests import procs, services
@@ -59,11 +60,13 @@ def test_passwords_from_the_environment_never_reach_logs_config_db_or_metrics(
     app = create_app(settings)
     try:
         procs.wait_worker_ready(app, worker)
-        ok = trigger_dag(app, "t_effect")
-        failing = trigger_dag(app, "t_rules")  # fails for good: error and traceback stored
+        ok = trigger_dag(runtime_of(app), "t_effect")
+        failing = trigger_dag(
+            runtime_of(app), "t_rules"
+        )  # fails for good: error and traceback stored
         # A database outage while a task runs: its end meets the outage, whose errors name the
         # database. The task is held until the database is down, so the outage cannot miss it.
-        held = trigger_dag(app, "t_gated", run_id="secrets-held", conf={"hold": 120.0})
+        held = trigger_dag(runtime_of(app), "t_gated", run_id="secrets-held", conf={"hold": 120.0})
         procs.wait_for(lambda: (marks / "gated-secrets-held").exists(), timeout=60,
                        message="the held task to start")  # fmt: skip
         own_postgres.stop()
@@ -72,13 +75,13 @@ def test_passwords_from_the_environment_never_reach_logs_config_db_or_metrics(
                        message="the held task to meet the outage")  # fmt: skip
         later = None
         try:
-            later = trigger_dag(app, "t_effect")
+            later = trigger_dag(runtime_of(app), "t_effect")
         except Exception as exc:  # noqa: BLE001 - the outage may refuse the trigger
             assert PG_PW not in str(exc) and REDIS_PW not in str(exc)
         own_postgres.start()
         for run in (ok, failing, held, later):
             if run is not None:
-                follow_run(app, run.dag_id, run.run_id, timeout=120)
+                follow_run(runtime_of(app), run.dag_id, run.run_id, timeout=120)
         procs.wait_for(
             lambda: "beatflow_" in _scrape(metrics_port), timeout=60, message="the exporter"
         )

@@ -7,6 +7,7 @@ import pytest
 
 from beatflow.runs import trigger_dag
 from beatflow.runs.replay import replay_dead_letter
+from beatflow.runtime import runtime_of
 from tests.procs import wait_for
 
 pytestmark = pytest.mark.slow
@@ -28,7 +29,7 @@ def test_a_message_delivered_twice_runs_the_task_once(cluster):
 
 
 def test_a_duplicate_arriving_while_the_task_runs_waits_and_does_not_run_it_again(cluster):
-    record = trigger_dag(cluster.app, "t_effect", conf={"sleep": 2.0})
+    record = trigger_dag(runtime_of(cluster.app), "t_effect", conf={"sleep": 2.0})
     key = f"t_effect/{record.run_id}/effect"
     wait_for(
         lambda: cluster.count(f"start-{record.run_id}") == 1,
@@ -63,7 +64,7 @@ def test_a_dead_letter_replayed_after_a_fix_succeeds_under_the_same_dedupe_key(c
     letters = [d for d in cluster.store.list_dead_letters("t_fixable") if d.run_id == final.run_id]
     assert len(letters) == 1 and letters[0].tries == 2
     (cluster.marks / f"fix-{final.run_id}").write_text("")
-    replay_dead_letter(cluster.app, letters[0].id)
+    replay_dead_letter(runtime_of(cluster.app), letters[0].id)
     wait_for(
         lambda: cluster.store.get_dag_run("t_fixable", final.run_id).state == "success",
         timeout=60,
@@ -81,7 +82,7 @@ def test_a_dead_letter_replayed_without_a_fix_fails_again_and_the_run_ends(clust
     final, _ = cluster.run("t_fixable")
     assert final.state == "failed"
     [letter] = [d for d in cluster.store.list_dead_letters("t_fixable") if d.run_id == final.run_id]
-    replay_dead_letter(cluster.app, letter.id)  # nothing fixed: the task fails again
+    replay_dead_letter(runtime_of(cluster.app), letter.id)  # nothing fixed: the task fails again
     wait_for(
         lambda: (
             cluster.store.get_dag_run("t_fixable", final.run_id).state == "failed"

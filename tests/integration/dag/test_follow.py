@@ -26,7 +26,7 @@ def follow_in_thread(cluster, dag_id: str, run_id: str, **kw: object) -> dict[st
 
     def body() -> None:
         try:
-            out["final"] = follow_run(cluster.app, dag_id, run_id, **kw)  # type: ignore[arg-type]
+            out["final"] = follow_run(runtime_of(cluster.app), dag_id, run_id, **kw)  # type: ignore[arg-type]
         except BaseException as exc:  # noqa: BLE001 - handed to the test
             out["error"] = exc
 
@@ -35,7 +35,7 @@ def follow_in_thread(cluster, dag_id: str, run_id: str, **kw: object) -> dict[st
 
 
 def test_a_followed_run_is_seen_final_without_polling(cluster):
-    record = trigger_dag(cluster.app, "t_chain")
+    record = trigger_dag(runtime_of(cluster.app), "t_chain")
     out = follow_in_thread(cluster, "t_chain", record.run_id, poll=NO_POLL, timeout=2 * NO_POLL)
     procs.wait_for(lambda: out, timeout=90, message="follow_run to return after the run ends")
     assert "error" not in out, out
@@ -62,14 +62,14 @@ def test_the_announced_end_is_returned_without_reading_the_run_back(cluster, mon
     monkeypatch.setattr(store, "get_dag_run", counted)
     # held until its gate opens, which the test does once the follower has marked the run: the
     # follower's end is the announcement's, never its first read's
-    record = trigger_dag(cluster.app, "t_gated", conf={"hold": 120.0})
+    record = trigger_dag(runtime_of(cluster.app), "t_gated", conf={"hold": 120.0})
     out: dict[str, object] = {}
 
     def body() -> None:
         follower["thread"] = threading.get_ident()
         try:
             out["final"] = follow_run(
-                cluster.app, "t_gated", record.run_id, poll=NO_POLL, timeout=2 * NO_POLL
+                runtime_of(cluster.app), "t_gated", record.run_id, poll=NO_POLL, timeout=2 * NO_POLL
             )
         except BaseException as exc:  # noqa: BLE001 - handed to the test
             out["error"] = exc
@@ -121,7 +121,7 @@ def test_a_run_triggered_and_followed_is_created_followed_and_never_read(cluster
         (cluster.marks / f"gate-{record.run_id}").write_text("")  # let the run end
 
     final = trigger_and_follow(
-        cluster.app,
+        runtime_of(cluster.app),
         "t_gated",
         conf={"hold": 120.0},
         on_triggered=triggered,
@@ -139,7 +139,9 @@ def test_a_run_triggered_and_followed_is_created_followed_and_never_read(cluster
 def test_trigger_and_follow_of_a_run_id_that_exists_marks_it_and_follows_it(cluster):
     """The same run id again creates nothing: the run keeps its (absent) mark, so the follower
     marks it with its first read, as follow_run does, and is woken by the end."""
-    first = trigger_dag(cluster.app, "t_gated", conf={"hold": 120.0}, run_id="follow-again")
+    first = trigger_dag(
+        runtime_of(cluster.app), "t_gated", conf={"hold": 120.0}, run_id="follow-again"
+    )
     assert not first.followed
     seen: list[DagRunRecord] = []
 
@@ -149,7 +151,7 @@ def test_trigger_and_follow_of_a_run_id_that_exists_marks_it_and_follows_it(clus
         (cluster.marks / f"gate-{record.run_id}").write_text("")
 
     final = trigger_and_follow(
-        cluster.app,
+        runtime_of(cluster.app),
         "t_gated",
         conf={"hold": 1.0},
         run_id="follow-again",
@@ -165,7 +167,7 @@ def test_trigger_and_follow_of_a_run_id_that_exists_marks_it_and_follows_it(clus
 
 def test_task_changes_reach_the_callback_and_the_end_is_seen(cluster):
     seen: list[tuple[str, str]] = []
-    record = trigger_dag(cluster.app, "t_chain")
+    record = trigger_dag(runtime_of(cluster.app), "t_chain")
     out = follow_in_thread(
         cluster,
         "t_chain",
@@ -202,7 +204,7 @@ def test_only_the_end_of_a_followed_run_is_announced(cluster):
     spy = client.pubsub(ignore_subscribe_messages=True)
     spy.psubscribe(f"{announce.CHANNEL_PREFIX}t_chain/*")
     try:
-        alone = trigger_dag(cluster.app, "t_chain")
+        alone = trigger_dag(runtime_of(cluster.app), "t_chain")
         procs.wait_for(
             lambda: any(
                 f"DAG run t_chain/{alone.run_id} finished" in w.log() for w in cluster.workers
@@ -210,8 +212,10 @@ def test_only_the_end_of_a_followed_run_is_announced(cluster):
             timeout=90,
             message="the unfollowed run to end",
         )
-        followed = trigger_dag(cluster.app, "t_chain")
-        final = follow_run(cluster.app, "t_chain", followed.run_id, poll=NO_POLL, timeout=120)
+        followed = trigger_dag(runtime_of(cluster.app), "t_chain")
+        final = follow_run(
+            runtime_of(cluster.app), "t_chain", followed.run_id, poll=NO_POLL, timeout=120
+        )
         assert final.state == DagRunState.SUCCESS
         seen: list[str] = []
         wanted = announce.channel("t_chain", followed.run_id)

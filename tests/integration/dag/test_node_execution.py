@@ -12,6 +12,7 @@ import sqlalchemy as sa
 
 from beatflow.dag.compile import MAP_CHUNK_TASK, SEGMENT_TASK, task_name
 from beatflow.runs import trigger_dag
+from beatflow.runtime import runtime_of
 from beatflow.store.models import task_runs
 from tests import procs
 from tests.cluster import DAGS
@@ -50,7 +51,7 @@ def test_an_error_text_with_a_nul_byte_still_fails_the_task_run_and_ends_the_dag
 
 
 def test_a_worker_whose_lease_was_taken_over_stops_writes_nothing_and_continues_nothing(cluster):
-    record = trigger_dag(cluster.app, "t_stale", conf={"fail": True})
+    record = trigger_dag(runtime_of(cluster.app), "t_stale", conf={"fail": True})
     run_id = record.run_id
     wait_for(lambda: cluster.count(f"held-start-{run_id}") == 1, message="the task to start")
     key = f"t_stale/{run_id}/held"
@@ -95,7 +96,7 @@ def test_a_message_for_a_task_this_worker_does_not_have_fails_its_task_run(clust
         w.stop()
         cluster.workers.remove(w)
     try:
-        record = trigger_dag(cluster.app, "t_effect")
+        record = trigger_dag(runtime_of(cluster.app), "t_effect")
         wait_for(
             lambda: (
                 (t := cluster.tasks("t_effect", record.run_id).get("downstream")) is not None

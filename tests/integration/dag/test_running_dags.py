@@ -236,10 +236,10 @@ def test_a_wide_dag_is_segmented_and_completes(cluster):
 
 
 def test_the_same_run_id_triggered_twice_is_one_run(cluster):
-    first = trigger_dag(cluster.app, "t_chain", run_id="same-id")
-    second = trigger_dag(cluster.app, "t_chain", run_id="same-id")
+    first = trigger_dag(runtime_of(cluster.app), "t_chain", run_id="same-id")
+    second = trigger_dag(runtime_of(cluster.app), "t_chain", run_id="same-id")
     assert first.run_id == second.run_id
-    final = follow_run(cluster.app, "t_chain", "same-id", timeout=60)
+    final = follow_run(runtime_of(cluster.app), "t_chain", "same-id", timeout=60)
     assert final.state == "success"
     runs = cluster.store.list_dag_runs("t_chain", limit=100)
     assert [r.run_id for r in runs].count("same-id") == 1
@@ -249,10 +249,10 @@ def test_a_bad_conf_is_refused_and_nothing_is_enqueued(cluster):
     store = cluster.store
     before = len(store.list_dag_runs("t_rules", limit=1000))
     with pytest.raises(ConfError) as err:
-        trigger_dag(cluster.app, "t_rules", conf={"fixd": True})
+        trigger_dag(runtime_of(cluster.app), "t_rules", conf={"fixd": True})
     assert 'unknown key "fixd"' in str(err.value) and 'did you mean "fixed"' in str(err.value)
     with pytest.raises(ConfError, match='"fixed" must be bool'):
-        trigger_dag(cluster.app, "t_rules", conf={"fixed": "yes"})
+        trigger_dag(runtime_of(cluster.app), "t_rules", conf={"fixed": "yes"})
     assert len(store.list_dag_runs("t_rules", limit=1000)) == before
 
 
@@ -268,9 +268,9 @@ def test_a_bad_result_or_a_time_limit_fails_the_task_run_with_a_clear_error(clus
 
 def test_triggering_runs_leaves_no_result_subscriptions_in_the_sender(cluster):
     # celery#3812: a long-lived sender (the beat, an API) must not pile up pub/sub channels
-    records = [trigger_dag(cluster.app, "t_map") for _ in range(5)]
+    records = [trigger_dag(runtime_of(cluster.app), "t_map") for _ in range(5)]
     for r in records:
-        assert follow_run(cluster.app, "t_map", r.run_id, timeout=60).state == "success"
+        assert follow_run(runtime_of(cluster.app), "t_map", r.run_id, timeout=60).state == "success"
     consumer = cluster.app.backend.result_consumer
     assert not consumer.subscribed_to
 

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from beatflow.runs.lifecycle import follow_run, trigger_dag
+from beatflow.runs import follow_run, trigger_dag
 from beatflow.runtime import runtime_of
 from tests import procs
 from tests.integration.observability.conftest import Observed, Samples
@@ -55,8 +55,8 @@ def test_a_dag_with_one_retry_and_one_failure_moves_each_counter_by_its_amount(
     before = settled_scrape(observed)
     letters = before.get_value("beatflow_dead_letters")
     failed_runs = before.get_value("beatflow_dag_runs_by_state", dag="obs_counts", state="failed")
-    run = trigger_dag(observed.app, "obs_counts")
-    final = follow_run(observed.app, "obs_counts", run.run_id, timeout=60)
+    run = trigger_dag(runtime_of(observed.app), "obs_counts")
+    final = follow_run(runtime_of(observed.app), "obs_counts", run.run_id, timeout=60)
     assert final.state == "failed"
 
     after = observed.wait_metric(
@@ -145,8 +145,8 @@ def _marks(observed: Observed, name: str) -> int:
 def test_a_log_line_from_inside_a_task_run_is_json_with_the_correlation_ids(
     observed: Observed,
 ) -> None:
-    run = trigger_dag(observed.app, "obs_counts")
-    follow_run(observed.app, "obs_counts", run.run_id, timeout=60)
+    run = trigger_dag(runtime_of(observed.app), "obs_counts")
+    follow_run(runtime_of(observed.app), "obs_counts", run.run_id, timeout=60)
     lines = [
         json.loads(line)
         for line in observed.worker.log().splitlines()
@@ -176,7 +176,7 @@ def test_the_backlog_counts_waiting_reserved_and_running_messages_of_the_queue(
 ) -> None:
     queue = observed.settings.default_queue
     release = observed.marks / "release-blocked"
-    runs = [trigger_dag(observed.app, "obs_block") for _ in range(3)]
+    runs = [trigger_dag(runtime_of(observed.app), "obs_block") for _ in range(3)]
     try:
         # concurrency 2: two task runs hold the worker's slots (unacked), the third waits
         samples = observed.wait_metric("beatflow_queue_backlog", 3, queue_name=queue)
@@ -188,7 +188,10 @@ def test_the_backlog_counts_waiting_reserved_and_running_messages_of_the_queue(
         observed.marks.mkdir(parents=True, exist_ok=True)
         release.touch()
     for run in runs:
-        assert follow_run(observed.app, "obs_block", run.run_id, timeout=60).state == "success"
+        assert (
+            follow_run(runtime_of(observed.app), "obs_block", run.run_id, timeout=60).state
+            == "success"
+        )
 
     def drained() -> bool:
         s = observed.scrape()
@@ -205,8 +208,10 @@ def test_a_redelivered_task_counts_as_a_duplicate_and_not_as_a_second_task_run(
     # A DAG task's outcome rides on Celery's own task-succeeded event (its result): a second
     # delivery of a finished task run is a duplicate, not another success.
     start = observed.scrape()
-    run = trigger_dag(observed.app, "t_chain")
-    assert follow_run(observed.app, "t_chain", run.run_id, timeout=60).state == "success"
+    run = trigger_dag(runtime_of(observed.app), "t_chain")
+    assert (
+        follow_run(runtime_of(observed.app), "t_chain", run.run_id, timeout=60).state == "success"
+    )
     six = start.total("beatflow_task_runs_total", dag="t_chain") + 6  # its six task runs
     before = observed.wait_metric("beatflow_task_runs_total", six, dag="t_chain", state="success")
     assert before.total("beatflow_task_runs_total", dag="t_chain") == six

@@ -223,7 +223,7 @@ def test_a_triggered_run_reaches_the_broker_in_one_round_trip(
 ) -> None:
     # a chord's three header messages and their task-sent events: before, six writes
     with broker_writes(own_redis.port) as writes:
-        run = trigger_dag(own_broker_app, "t_chain")
+        run = trigger_dag(runtime_of(own_broker_app), "t_chain")
     assert sent(own_redis.url, queue, "t_chain") == [run.run_id]
     assert len(writes) == 1, f"{len(writes)} writes to the broker for one trigger"
 

@@ -62,8 +62,8 @@ def _alive(pid: int) -> bool:
 
 
 def test_cancel_terminates_the_running_task_frees_the_slot_and_is_audited(c: Cluster) -> None:
-    first = trigger_dag(c.app, "t_single", run_id="cancel-me", conf={"sleep": 120.0})
-    waiting = trigger_dag(c.app, "t_single", run_id="next-in-line", conf={"sleep": 0.0})
+    first = trigger_dag(runtime_of(c.app), "t_single", run_id="cancel-me", conf={"sleep": 120.0})
+    waiting = trigger_dag(runtime_of(c.app), "t_single", run_id="next-in-line", conf={"sleep": 0.0})
     assert waiting.state == DagRunState.QUEUED  # max_active_runs=1
     wait_for(lambda: c.count(f"step-{first.run_id}") == 1, timeout=60, message="the step")
     pid = int((c.marks / f"pid-step-{first.run_id}").read_text())
@@ -98,7 +98,7 @@ def test_cancel_terminates_the_running_task_frees_the_slot_and_is_audited(c: Clu
 
 
 def test_cancel_while_a_chord_runs_starts_no_further_task(c: Cluster) -> None:
-    run = trigger_dag(c.app, "t_chord", run_id="cancel-chord", conf={"hold": 30.0})
+    run = trigger_dag(runtime_of(c.app), "t_chord", run_id="cancel-chord", conf={"hold": 30.0})
     wait_for(lambda: c.count("part1-cancel-chord") and c.count("part2-cancel-chord"), timeout=60)
     out = beatflow(c, "runs", "cancel", "t_chord", run.run_id, "--actor", "bob")
     assert out.returncode == 0, out.stderr
@@ -172,7 +172,7 @@ def test_mark_sets_a_run_or_a_task_state_by_hand(c: Cluster) -> None:
 def test_a_cancelled_run_starts_no_task_even_one_whose_rule_ignores_upstream_states(
     c: Cluster,
 ) -> None:
-    run = trigger_dag(c.app, "t_cancel_all_done", run_id="cancel-all-done")
+    run = trigger_dag(runtime_of(c.app), "t_cancel_all_done", run_id="cancel-all-done")
     wait_for(lambda: c.count("held-cancel-all-done") == 1, timeout=60, message="the held task")
     out = beatflow(c, "runs", "cancel", "t_cancel_all_done", run.run_id, "--actor", "carol")
     assert out.returncode == 0, out.stderr

@@ -14,7 +14,8 @@ from beatflow.errors import (
     InvalidIdError,
     StoreError,
 )
-from beatflow.runs import RunRequest, lifecycle, trigger_dag, trigger_dags
+from beatflow.runs import RunRequest, trigger_dag, trigger_dags
+from beatflow.runs import trigger as trigger_module
 from beatflow.runtime import runtime_of
 from beatflow.states import DagRunState
 from tests.integration.runs.conftest import make_app, sent_run_ids
@@ -36,7 +37,7 @@ def test_a_batch_is_created_in_order_sent_once_and_costs_two_transactions(
     asked[7:7] = ["t_single", RunRequest("t_single", run_id="mine-1")]
     sa.event.listen(store._engine, "commit", count)
     try:
-        runs = trigger_dags(app, asked)
+        runs = trigger_dags(runtime_of(app), asked)
     finally:
         sa.event.remove(store._engine, "commit", count)
 
@@ -69,9 +70,9 @@ def test_a_batch_is_created_in_order_sent_once_and_costs_two_transactions(
 def test_the_same_run_id_twice_is_one_run_and_an_existing_one_is_returned_as_it_is(
     app: Celery, redis_url: str, queue: str
 ) -> None:
-    first = trigger_dag(app, "t_chain", run_id="again-1", conf={"scale": 3})
+    first = trigger_dag(runtime_of(app), "t_chain", run_id="again-1", conf={"scale": 3})
     runs = trigger_dags(
-        app,
+        runtime_of(app),
         [
             RunRequest("t_chain", run_id="again-1", conf={"scale": 9}),
             RunRequest("t_chain", run_id="twice-1"),
@@ -101,7 +102,7 @@ def test_a_bad_request_anywhere_in_the_batch_creates_nothing_and_names_the_reque
 ) -> None:
     asked: list[RunRequest | str] = ["t_chain", RunRequest("t_single"), bad, "t_chain"]
     with pytest.raises(error) as caught:
-        trigger_dags(app, asked)
+        trigger_dags(runtime_of(app), asked)
     assert said in str(caught.value)
     assert any("request 2 of the batch" in note for note in caught.value.__notes__)
     store = runtime_of(app).store
@@ -117,7 +118,7 @@ def test_a_conf_the_store_refuses_creates_nothing(app: Celery) -> None:
     many = [RunRequest("t_single", run_id=f"ok-{i}") for i in range(600)]  # two insert chunks
     many.append(RunRequest("t_single", run_id="bad", conf={"sleep": float("nan")}))
     with pytest.raises(StoreError, match="not JSON-serialisable"):
-        trigger_dags(app, many)
+        trigger_dags(runtime_of(app), many)
     assert store.list_dag_runs("t_single", limit=10) == []
 
 
@@ -126,24 +127,24 @@ def test_one_request_instead_of_a_list_is_refused_before_anything_is_written(
     app: Celery, one: str | RunRequest
 ) -> None:
     with pytest.raises(TypeError, match="takes a list of requests"):
-        trigger_dags(app, one)  # type: ignore[arg-type]
+        trigger_dags(runtime_of(app), one)  # type: ignore[arg-type]
     assert runtime_of(app).store.list_dag_runs("t_chain", limit=10) == []
 
 
 def test_an_empty_batch_writes_and_sends_nothing(app: Celery, redis_url: str, queue: str) -> None:
-    assert trigger_dags(app, []) == []
+    assert trigger_dags(runtime_of(app), []) == []
     assert sent_run_ids(redis_url, queue, CHAIN_FIRST) == []
 
 
 def test_a_broker_lost_leaves_every_run_not_sent_queued_and_the_same_batch_sends_them(
     redis_url: str, postgres_url: str, queue: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(lifecycle, "SEND_CHUNK", 5)  # t_chain's 16 slots: four chunks
+    monkeypatch.setattr(trigger_module, "SEND_CHUNK", 5)  # t_chain's 16 slots: four chunks
     down = make_app(f"redis://127.0.0.1:{free_port()}/0", postgres_url, queue)
     asked = [RunRequest("t_chain", run_id=f"lost-{i:02d}") for i in range(20)]
     try:
         with pytest.raises(BrokerUnavailableError):
-            trigger_dags(down, asked)
+            trigger_dags(runtime_of(down), asked)
         store = runtime_of(down).store
         states = {r.run_id: r.state for r in store.list_dag_runs("t_chain", limit=100)}
         assert states == {f"lost-{i:02d}": DagRunState.QUEUED for i in range(20)}
@@ -152,7 +153,9 @@ def test_a_broker_lost_leaves_every_run_not_sent_queued_and_the_same_batch_sends
 
     up = make_app(redis_url, postgres_url, queue)
     try:
-        runs = trigger_dags(up, asked)  # the broker back: the same batch sends them, once
+        runs = trigger_dags(
+            runtime_of(up), asked
+        )  # the broker back: the same batch sends them, once
     finally:
         up.close()
     limit = runtime_of(up).dag("t_chain").max_active_runs

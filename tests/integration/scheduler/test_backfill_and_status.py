@@ -50,12 +50,12 @@ def app(redis_url: str, sqlite_url: str, tmp_path: Path) -> Iterator[Celery]:
 
 
 def test_backfill_creates_one_run_per_tick_inside_start_date_and_is_idempotent(app: Celery) -> None:
-    runs = backfill(app, "beat_hourly", START, START + timedelta(hours=5))
+    runs = backfill(runtime_of(app), "beat_hourly", START, START + timedelta(hours=5))
     ticks = [START + timedelta(hours=h) for h in range(2, 6)]  # start_date is 02:00
     assert [r.logical_date for r in runs] == ticks
     assert [r.run_id for r in runs] == [make_run_id("scheduled", t) for t in ticks]
     assert {r.trigger for r in runs} == {"backfill"}
-    again = backfill(app, "beat_hourly", START, START + timedelta(hours=5))
+    again = backfill(runtime_of(app), "beat_hourly", START, START + timedelta(hours=5))
     assert [r.run_id for r in again] == [r.run_id for r in runs]
     store = runtime_of(app).store
     assert len(store.list_dag_runs("beat_hourly", limit=100)) == 4
@@ -70,7 +70,7 @@ def test_a_long_backfill_is_a_few_transactions_and_starts_the_oldest_runs(app: C
 
     sa.event.listen(store._engine, "commit", count)
     try:
-        runs = backfill(app, "beat_capped", START, START + timedelta(hours=599))
+        runs = backfill(runtime_of(app), "beat_capped", START, START + timedelta(hours=599))
     finally:
         sa.event.remove(store._engine, "commit", count)
     assert len(runs) == 600  # 00:00 to 23:00, 24 days later
@@ -83,16 +83,18 @@ def test_a_long_backfill_is_a_few_transactions_and_starts_the_oldest_runs(app: C
 
 def test_backfill_stops_at_now_and_leaves_future_ticks_to_the_beat(app: Celery) -> None:
     now = datetime.now(UTC)
-    runs = backfill(app, "beat_hourly", now - timedelta(hours=3), now + timedelta(days=2))
+    runs = backfill(
+        runtime_of(app), "beat_hourly", now - timedelta(hours=3), now + timedelta(days=2)
+    )
     assert runs and all(r.logical_date is not None and r.logical_date <= now for r in runs)
     assert len(runs) == 3  # the three past hourly ticks, none of the 48 future ones
 
 
 def test_backfill_refuses_a_dag_without_schedule_and_a_reversed_range(app: Celery) -> None:
     with pytest.raises(SchedulerError, match="no schedule"):
-        backfill(app, "beat_manual", START, START + timedelta(days=1))
+        backfill(runtime_of(app), "beat_manual", START, START + timedelta(days=1))
     with pytest.raises(SchedulerError, match="before"):
-        backfill(app, "beat_hourly", START + timedelta(days=1), START)
+        backfill(runtime_of(app), "beat_hourly", START + timedelta(days=1), START)
 
 
 @pytest.mark.slow
