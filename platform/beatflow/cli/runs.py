@@ -72,7 +72,7 @@ def _actor_option(fn: Any) -> Any:
     return click.option(
         "--actor",
         default=cli_actor,
-        show_default="the OS user",
+        show_default="cli:<os user>",
         help="Who does this (recorded in the audit table).",
     )(fn)
 
