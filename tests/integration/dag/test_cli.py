@@ -3,6 +3,7 @@ pause; the JSON field names are the documented contract."""
 
 from __future__ import annotations
 
+import getpass
 import json
 
 import pytest
@@ -70,13 +71,14 @@ def test_dlq_lists_shows_and_replays_a_dead_letter(cluster):
         "--actor", "dana",
     )  # fmt: skip
     assert code == 0, out
-    [audit] = cluster.store.list_audit("t_fixable", "cli-fix")
+    trigger, audit = cluster.store.list_audit("t_fixable", "cli-fix")[::-1]
+    assert (trigger.action, trigger.actor) == ("trigger", f"cli:{getpass.getuser()}")
     assert (audit.actor, audit.action, audit.detail) == (
         "dana", "replay", {"dead_letter": letters[0]["id"]},
     )  # fmt: skip
     code, out = cli(cluster, "dlq", "replay", str(letters[0]["id"]))
     assert code == 1 and "was replayed" in out
-    assert len(cluster.store.list_audit("t_fixable", "cli-fix")) == 1  # a refused replay: none
+    assert len(cluster.store.list_audit("t_fixable", "cli-fix")) == 2  # a refused replay: none
 
 
 def test_bad_cli_input_gets_a_clear_error_and_enqueues_nothing(cluster):

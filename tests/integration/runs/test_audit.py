@@ -113,6 +113,26 @@ def test_a_trigger_by_an_operator_is_audited_and_one_by_code_is_not(runtime: Run
     assert record.detail == {"conf": {}, "reason": "a rerun"}
 
 
+@pytest.mark.parametrize("database_url", ["postgresql"], indirect=True)
+def test_on_postgresql_a_run_and_its_audit_record_are_written_in_one_transaction(
+    runtime: Runtime, database_url: str
+) -> None:
+    """Both rows carry the id of the transaction that wrote them: the same one."""
+    trigger_dag(runtime, "audited", run_id="one-statement", actor="alice")
+    engine = sa.create_engine(database_url)
+    try:
+        with engine.connect() as conn:
+            run_xid = conn.execute(
+                sa.text("SELECT xmin::text FROM dag_runs WHERE run_id = 'one-statement'")
+            ).scalar_one()
+            audit_xid = conn.execute(
+                sa.text("SELECT xmin::text FROM audit_events WHERE run_id = 'one-statement'")
+            ).scalar_one()
+    finally:
+        engine.dispose()
+    assert run_xid == audit_xid
+
+
 def test_a_followed_trigger_is_audited_in_the_transaction_of_its_run(
     runtime: Runtime, database_url: str
 ) -> None:
