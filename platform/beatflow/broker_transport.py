@@ -32,9 +32,9 @@ from kombu.transport import redis as kombu_redis
 from kombu.transport import virtual
 from redis import exceptions as redis_errors
 
-logger = logging.getLogger(__name__)
+from beatflow import keys
 
-PROBE_KEY = "beatflow:broker:writable"
+logger = logging.getLogger(__name__)
 
 # Refusals that end by themselves or by a reconnect: memory freed (OOM), a replica promoted or
 # the client sent to the new primary (READONLY), a snapshot that succeeds again (MISCONF), a
@@ -153,7 +153,7 @@ class Channel(kombu_redis.Channel):
         if not (undone.refusing or undone.held or undone.acks):
             return  # no refusal met: a channel as kombu makes it, no extra write
         try:
-            self.client.set(PROBE_KEY, "1", px=60_000)
+            self.client.set(keys.BROKER_PROBE, "1", px=60_000)
             self.settle()
             self.accepted()
         except redis_errors.RedisError as exc:

@@ -20,9 +20,11 @@ BeatflowError
 ├── TaskRunFailedError       a task run failed for good without an exception of its own
 ├── DeploySkewError          a message names a DAG, task or plan part this worker does not have
 ├── NoSuchItemError          a .map() instance's index is past the end of the list it maps over
+├── DedupeKeyError           a plain Idempotent task's dedupe_key template cannot be filled
 ├── SchedulerError           the beat cannot run with these settings
 │   └── StaleLeaderError       a deposed beat leader's write was refused
 ├── DevStackError            `beatflow dev` cannot start its Redis or a child process
+├── ChaosSetupError          `beatflow chaos` cannot start a server it needs
 └── MissingExtraError        an optional part needs an extra that is not installed
 """
 
@@ -207,6 +209,10 @@ class NoSuchItemError(BeatflowError):
     (a message no expansion sent): its task run fails and nothing runs."""
 
 
+class DedupeKeyError(BeatflowError):
+    """Raised when an Idempotent task's dedupe_key template cannot be filled from its arguments."""
+
+
 class SchedulerError(BeatflowError):
     """Raised when the beat cannot run safely with the given settings or Redis."""
 
@@ -225,6 +231,10 @@ class StaleLeaderError(SchedulerError):
 
 class DevStackError(BeatflowError):
     """Raised when the embedded dev stack cannot start its Redis or one of its child processes."""
+
+
+class ChaosSetupError(BeatflowError):
+    """Raised when a chaos run cannot start a server it needs (a binary is missing)."""
 
 
 class MissingExtraError(BeatflowError):

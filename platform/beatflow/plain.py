@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from celery import Task
 from celery.exceptions import Ignore, Reject, Retry
 
-from beatflow.errors import BeatflowError, ResultError, SettingsError
+from beatflow.errors import DedupeKeyError, ResultError, SettingsError
 
 if TYPE_CHECKING:
     from celery import Celery
@@ -100,10 +100,6 @@ def check_tasks(app: Celery, names: Iterable[str]) -> None:
             )
     if problems:
         raise SettingsError(problems)
-
-
-class DedupeKeyError(BeatflowError):
-    """Raised when an Idempotent task's dedupe_key template cannot be filled from its arguments."""
 
 
 class Idempotent(Task):  # type: ignore[misc]

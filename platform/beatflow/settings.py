@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from beatflow import celery_passthrough
+from beatflow import celery_passthrough, keys
 from beatflow.errors import SettingsError
 
 PREFIX = "BEATFLOW_"
@@ -316,8 +316,8 @@ class Settings:
             **connections.redbeat_config(
                 self.effective_redbeat_url, timeout=max(0.2, self.beat_lock_timeout / 3)
             ),
-            "redbeat_key_prefix": "beatflow:redbeat:",
-            "redbeat_lock_key": "beatflow:redbeat::lock",
+            "redbeat_key_prefix": keys.REDBEAT_PREFIX,
+            "redbeat_lock_key": keys.LOCK,
             "redbeat_lock_timeout": self.beat_lock_timeout,
         }
         return celery_passthrough.apply(config, self.celery_overrides)

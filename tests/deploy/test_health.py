@@ -18,8 +18,8 @@ from pathlib import Path
 import pytest
 import redis
 
+from beatflow import keys
 from beatflow.cli.health import Unhealthy, detect_process
-from beatflow.scheduler import keys
 from tests.deploy.manifests import ROOT
 
 BIN = Path(sys.executable).parent

@@ -26,6 +26,7 @@ LAYERS: list[set[str]] = [
         "states",
         "errors",
         "extras",
+        "keys",
         "ids",
         "settings",
         "logs",

@@ -20,11 +20,10 @@ from pathlib import Path
 import redis
 import sqlalchemy as sa
 
-from beatflow import connections
+from beatflow import connections, keys
 from beatflow.chaos.servers import ChaosPostgres, ChaosRedis
 from beatflow.chaos.stack import Child, Stack
 from beatflow.chaos.workload import write_module
-from beatflow.scheduler import keys
 
 log = logging.getLogger(__name__)
 

@@ -24,9 +24,10 @@ from typing import Any
 import sqlalchemy as sa
 
 from beatflow.chaos import checks, faults
-from beatflow.chaos.servers import ChaosPostgres, ChaosRedis, ChaosSetupError, free_port
+from beatflow.chaos.servers import ChaosPostgres, ChaosRedis, free_port
 from beatflow.chaos.stack import Stack
 from beatflow.chaos.workload import LEDGER_ENV, MANUAL, SCHEDULED, create_ledger, write_module
+from beatflow.errors import ChaosSetupError
 from beatflow.settings import Settings
 
 log = logging.getLogger(__name__)

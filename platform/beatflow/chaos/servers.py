@@ -16,11 +16,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from beatflow.errors import BeatflowError
-
-
-class ChaosSetupError(BeatflowError):
-    """Raised when a chaos run cannot start a server it needs (a binary is missing)."""
+from beatflow.errors import ChaosSetupError
 
 
 def free_port() -> int:

@@ -15,12 +15,13 @@ from typing import Any
 import redis
 from celery import Celery
 
+from beatflow import keys
 from beatflow.states import DAG_RUN_FINAL
 from beatflow.store.records import DagRunRecord
 
 log = logging.getLogger(__name__)
 
-CHANNEL_PREFIX = "beatflow:run-events:"
+CHANNEL_PREFIX = keys.RUN_EVENTS_PREFIX
 RUN = "run"  # the DAG run changed state (it closed)
 TASK = "task"  # one of its task runs changed state
 ENDED = "ended"  # "ended <the run as JSON>": the run as it ended, published just before RUN

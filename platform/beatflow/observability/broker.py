@@ -14,10 +14,10 @@ from typing import Any
 
 import redis
 
+from beatflow.keys import EPOCH as EPOCH_KEY
+from beatflow.keys import LEADER as LEADER_KEY
+from beatflow.keys import REPLICA_PREFIX
 from beatflow.queues import QueueLayout
-from beatflow.scheduler.keys import EPOCH as EPOCH_KEY
-from beatflow.scheduler.keys import LEADER as LEADER_KEY
-from beatflow.scheduler.keys import REPLICA_PREFIX
 
 log = logging.getLogger(__name__)
 

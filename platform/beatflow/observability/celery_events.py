@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+import tenacity
 from celery import Celery
 
 from beatflow.execution import events as beatflow_events
@@ -259,33 +260,48 @@ class EventFollower:
 
     def _run(self) -> None:
         up = self.handler.metrics.source_up.labels(source="events")
-        failures = 0
-        while not self._stop.is_set():
-            try:
-                with self.app.connection_for_read() as conn:
-                    conn.ensure_connection(max_retries=1)
-                    receiver = self.app.events.Receiver(conn, handlers={"*": self._on_event})
-                    self._receiver = receiver
-                    up.set(1)
-                    if failures:
-                        log.info(
-                            "event stream reconnected",
-                            extra={"event": "source_up", "source": "events"},
-                        )
-                    failures = 0
-                    receiver.capture(limit=None, timeout=None, wakeup=True)
-            except Exception as exc:  # noqa: BLE001 - a broker blip must never end the thread
-                up.set(0)
-                failures += 1
-                delay = min(self.max_backoff, 0.5 * 2 ** min(failures, 8))
-                log.warning(
-                    "event stream lost (%s); reconnecting in %.1fs",
-                    exc,
-                    delay,
-                    extra={"event": "source_down", "source": "events"},
-                )
-                self._stop.wait(delay)
+        retrying = tenacity.Retrying(
+            wait=tenacity.wait_exponential(multiplier=1, max=self.max_backoff),
+            stop=lambda _state: self._stop.is_set(),
+            sleep=self._pause,
+            before_sleep=lambda state: self._lost(up, state),
+            retry_error_callback=lambda _state: None,  # stopped while the broker was down
+        )
+        for attempt in retrying:
+            with attempt:
+                self._capture(up, attempt.retry_state)
         up.set(0)
+
+    def _capture(self, up: Any, state: tenacity.RetryCallState) -> None:
+        if self._stop.is_set():
+            return
+        with self.app.connection_for_read() as conn:
+            conn.ensure_connection(max_retries=1)
+            receiver = self.app.events.Receiver(conn, handlers={"*": self._on_event})
+            self._receiver = receiver
+            up.set(1)
+            if state.attempt_number > 1:
+                log.info(
+                    "event stream reconnected", extra={"event": "source_up", "source": "events"}
+                )
+            state.attempt_number = 1  # once the stream was up, the backoff starts over at 1 s
+            receiver.capture(limit=None, timeout=None, wakeup=True)
+
+    def _pause(self, seconds: float) -> None:
+        self._stop.wait(seconds)  # stop() cuts the wait short
+
+    @staticmethod
+    def _lost(up: Any, state: tenacity.RetryCallState) -> None:
+        # a broker blip must never end the thread: every exception is retried
+        up.set(0)
+        delay = state.next_action.sleep if state.next_action else 0.0
+        exc = state.outcome.exception() if state.outcome else None
+        log.warning(
+            "event stream lost (%s); reconnecting in %.1fs",
+            exc,
+            delay,
+            extra={"event": "source_down", "source": "events"},
+        )
 
     def _on_event(self, event: Mapping[str, Any]) -> None:
         try:

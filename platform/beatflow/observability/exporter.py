@@ -14,7 +14,7 @@ from http.server import ThreadingHTTPServer
 import redis
 from celery import Celery
 
-from beatflow import connections
+from beatflow import connections, keys
 from beatflow.dag.loader import load_dags
 from beatflow.dag.model import DAG
 from beatflow.observability import broker
@@ -28,8 +28,6 @@ from beatflow.runtime import runtime_of
 from beatflow.store import Store
 
 log = logging.getLogger(__name__)
-
-SLA_REPORTED_KEY = "beatflow:exporter:sla_reported"
 
 
 def redis_client(url: str, timeout: float = 2.0) -> redis.Redis:
@@ -226,8 +224,8 @@ class Exporter:
             client = self._beat_client()
             now = time.time()
             pipe = client.pipeline(transaction=False)
-            pipe.zadd(SLA_REPORTED_KEY, {key: now}, nx=True)
-            pipe.zremrangebyscore(SLA_REPORTED_KEY, "-inf", now - 7 * 86400)
+            pipe.zadd(keys.SLA_REPORTED, {key: now}, nx=True)
+            pipe.zremrangebyscore(keys.SLA_REPORTED, "-inf", now - 7 * 86400)
             added, _ = pipe.execute()
             return bool(added)
         except (redis.RedisError, ValueError):

@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 import redis
 from celery import Celery, signals
 
-from beatflow import connections
+from beatflow import connections, keys
 from beatflow.errors import BeatflowError, BrokerUnavailableError, DagNotFoundError
 from beatflow.runs.close import close_run, run_outcome
 from beatflow.runs.dispatch import dispatch_quietly, send_run
@@ -44,7 +44,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-LEASE_KEY = "beatflow:reconciler:lease"
+LEASE_KEY = keys.RECONCILER_LEASE
 EVENT = "beatflow-reconciler"
 _RENEW = """
 if redis.call('get', KEYS[1]) == ARGV[1] then

@@ -3,7 +3,7 @@ lease renewed from its own thread while its tick loop makes progress, and only t
 schedule entries and fires ticks (DAG runs it creates are fenced by its epoch in the results DB's
 ``beat_terms`` row; its Redis writes check the lock token and ``beatflow:beat:epoch``).
 
-Redis keys (for the exporter and operators; all values are UTF-8 strings):
+Redis keys (named in ``beatflow.keys``; for the exporter and operators; values are UTF-8 strings):
 
 =====================================  ======  ===============================================
 key                                    type    value

@@ -17,7 +17,7 @@ from celery import Celery
 from celery.signals import beat_init
 from redbeat.schedulers import acquire_distributed_beat_lock, get_redis
 
-from beatflow import connections
+from beatflow import connections, keys
 from beatflow.dag.loader import DagBag
 from beatflow.errors import SchedulerError
 from beatflow.runs.fire import (
@@ -26,7 +26,7 @@ from beatflow.runs.fire import (
     create_scheduled_runs,
     scheduled_draft,
 )
-from beatflow.scheduler import checks, keys
+from beatflow.scheduler import checks
 from beatflow.scheduler.clock import Clock
 from beatflow.scheduler.election import LeaderElection
 from beatflow.scheduler.firing import Dispatcher

@@ -17,7 +17,7 @@ from collections.abc import Callable
 
 import redis
 
-from beatflow.scheduler import keys
+from beatflow import keys
 
 log = logging.getLogger(__name__)
 

@@ -14,7 +14,7 @@ from datetime import datetime, timedelta
 
 import redis
 
-from beatflow.scheduler import keys
+from beatflow import keys
 from beatflow.scheduler.creation import CHUNK, Create, CreateMany, create_runs
 from beatflow.scheduler.plan import Fire, ScheduleSpec, plan_fires
 from beatflow.times import parse_instant

@@ -21,7 +21,7 @@ from celery.beat import ScheduleEntry
 from redbeat.decoder import RedBeatJSONEncoder
 from redbeat.schedulers import RedBeatScheduler, RedBeatSchedulerEntry
 
-from beatflow.scheduler import keys
+from beatflow import keys
 from beatflow.settings import Settings
 
 log = logging.getLogger(__name__)

@@ -12,7 +12,7 @@ from typing import Any
 
 import redis
 
-from beatflow.scheduler import keys
+from beatflow import keys
 
 
 @dataclass(frozen=True, slots=True)

@@ -15,8 +15,8 @@ import redis
 from celery import schedules
 from redbeat.decoder import RedBeatJSONEncoder
 
+from beatflow import keys
 from beatflow.dag.loader import DagBag
-from beatflow.scheduler import keys
 from beatflow.scheduler.plan import ScheduleSpec
 
 log = logging.getLogger(__name__)

@@ -16,9 +16,9 @@ from zoneinfo import ZoneInfo
 import pytest
 import redis
 
+from beatflow import keys
 from beatflow.dag.schedule import Schedule
 from beatflow.errors import StaleLeaderError
-from beatflow.scheduler import keys
 from beatflow.scheduler.firing import Dispatcher
 from beatflow.scheduler.plan import Fire, ScheduleSpec
 from beatflow.scheduler.sync import write_entries

@@ -7,10 +7,9 @@ import json
 import time
 from pathlib import Path
 
-from beatflow import connections
+from beatflow import connections, keys
 from beatflow.app import create_app
 from beatflow.observability.exporter import Exporter
-from beatflow.scheduler import keys
 from beatflow.settings import Settings
 
 

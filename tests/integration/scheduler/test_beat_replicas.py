@@ -10,7 +10,7 @@ from datetime import datetime, timedelta
 
 import pytest
 
-from beatflow.scheduler import keys
+from beatflow import keys
 from tests.integration.scheduler.beatcluster import BeatCluster
 from tests.procs import wait_for
 

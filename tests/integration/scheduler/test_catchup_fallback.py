@@ -9,8 +9,8 @@ from zoneinfo import ZoneInfo
 
 import redis
 
+from beatflow import keys
 from beatflow.dag.schedule import Schedule
-from beatflow.scheduler import keys
 from beatflow.scheduler.firing import Dispatcher
 from beatflow.scheduler.plan import Fire, ScheduleSpec
 from beatflow.scheduler.sync import write_entries

@@ -10,8 +10,8 @@ from datetime import UTC, datetime, timedelta
 import pytest
 import redis
 
+from beatflow import keys
 from beatflow.dag.schedule import Schedule
-from beatflow.scheduler import keys
 from beatflow.scheduler.checks import check_eviction_policy
 from beatflow.scheduler.election import LeaderElection
 from beatflow.scheduler.plan import ScheduleSpec

@@ -19,9 +19,9 @@ import pytest
 import redis
 import sqlalchemy as sa
 
+from beatflow import keys
 from beatflow.app import create_app
 from beatflow.runs.fire import scheduled_run_id
-from beatflow.scheduler import keys
 from beatflow.scheduler.beat import BeatflowScheduler
 from beatflow.scheduler.creation import CHUNK, RETRY_DELAY
 from beatflow.scheduler.firing import FireResult

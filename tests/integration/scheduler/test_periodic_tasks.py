@@ -15,8 +15,8 @@ import pytest
 from celery.schedules import schedule
 from redbeat.schedulers import RedBeatSchedulerEntry
 
+from beatflow import keys
 from beatflow.app import create_app
-from beatflow.scheduler import keys
 from beatflow.scheduler.beat import BeatflowScheduler
 from tests.integration.scheduler.beatcluster import BeatCluster, beat_cluster
 from tests.procs import wait_for
