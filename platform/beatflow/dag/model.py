@@ -6,7 +6,6 @@ from __future__ import annotations
 import difflib
 import functools
 import graphlib
-import heapq
 import inspect
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -14,6 +13,7 @@ from datetime import datetime, timedelta
 from typing import Any
 from zoneinfo import ZoneInfo
 
+from beatflow.dag import graph
 from beatflow.dag.schedule import Schedule
 from beatflow.errors import ConfError, DagDefinitionError
 
@@ -228,15 +228,7 @@ class DAG:
     def find_cycle(self) -> list[str]:
         """A cycle as a path ``[a, b, ..., a]`` (each task upstream of the next, starting at
         the smallest id), or ``[]`` if the DAG is acyclic."""
-        graph = {tid: sorted(self.tasks[tid].upstream) for tid in sorted(self.tasks)}
-        try:
-            graphlib.TopologicalSorter(graph).prepare()
-        except graphlib.CycleError as exc:
-            cycle: list[str] = list(exc.args[1])[:-1]
-            start = cycle.index(min(cycle))
-            cycle = cycle[start:] + cycle[:start]
-            return [*cycle, cycle[0]]
-        return []
+        return graph.find_cycle({tid: spec.upstream for tid, spec in self.tasks.items()})
 
     # ------------------------------------------------------------------ topology
 
@@ -253,25 +245,16 @@ class DAG:
 
     def topological_order(self) -> list[str]:
         """Task ids so that every task comes after its upstream; ties in definition order."""
-        position = {tid: i for i, tid in enumerate(self.tasks)}
-        indegree = {tid: len(spec.upstream) for tid, spec in self.tasks.items()}
-        down = self.downstream_map()
-        ready = sorted((t for t, d in indegree.items() if d == 0), key=position.__getitem__)
-        order: list[str] = []
-        heap = [(position[t], t) for t in ready]
-        heapq.heapify(heap)
-        while heap:
-            _, tid = heapq.heappop(heap)
-            order.append(tid)
-            for child in down[tid]:
-                indegree[child] -= 1
-                if indegree[child] == 0:
-                    heapq.heappush(heap, (position[child], child))
-        if len(order) != len(self.tasks):
+        try:
+            return graph.topological_order(self.upstream_map())
+        except graphlib.CycleError as exc:
+            cycle = graph.cycle_path(exc)
+            first = self.tasks[cycle[0]]
             raise DagDefinitionError(
-                f'DAG "{self.dag_id}" has a cycle', file=self.file, line=self.line
-            )
-        return order
+                f'DAG "{self.dag_id}" has a cycle: {" -> ".join(cycle)}',
+                file=first.file,
+                line=first.line,
+            ) from None
 
     def roots(self) -> list[str]:
         return [t for t in self.tasks if not self.tasks[t].upstream]

@@ -6,11 +6,12 @@ operations, so 10,000 tasks plan in well under a second."""
 
 from __future__ import annotations
 
-import heapq
+import graphlib
 import itertools
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
+from beatflow.dag import graph
 from beatflow.dag.model import DAG
 from beatflow.errors import DagDefinitionError
 
@@ -140,7 +141,10 @@ def _build(dag: DAG) -> Plan:
     up_by_pos = [
         [position[u] for u in spec.upstream if u in position] for spec in dag.tasks.values()
     ]
-    order_pos = _topological(up_by_pos)
+    try:  # ties in definition order, as DAG.topological_order
+        order_pos = graph.topological_order(dict(enumerate(up_by_pos)))
+    except graphlib.CycleError:  # the DAG was validated acyclic when it was built
+        raise DagDefinitionError("the DAG has a cycle; it cannot be planned") from None
     index = [0] * len(order_pos)  # definition position -> topological index
     for i, p in enumerate(order_pos):
         index[p] = i
@@ -154,29 +158,6 @@ def _build(dag: DAG) -> Plan:
     plan = Plan(root=Leaf(order[0]))
     plan.root = _decompose(_Graph(order, ups, downs), list(range(len(order))), plan)
     return plan
-
-
-def _topological(ups: list[list[int]]) -> list[int]:
-    """Positions in an order where every task comes after its upstream, ties in definition
-    order (as DAG.topological_order; the DAG was validated acyclic when it was built)."""
-    downs: list[list[int]] = [[] for _ in ups]
-    indegree = [len(us) for us in ups]
-    for i, us in enumerate(ups):
-        for u in us:
-            downs[u].append(i)
-    heap = [i for i, d in enumerate(indegree) if d == 0]
-    heapq.heapify(heap)
-    order: list[int] = []
-    while heap:
-        i = heapq.heappop(heap)
-        order.append(i)
-        for j in downs[i]:
-            indegree[j] -= 1
-            if indegree[j] == 0:
-                heapq.heappush(heap, j)
-    if len(order) != len(ups):
-        raise DagDefinitionError("the DAG has a cycle; it cannot be planned")
-    return order
 
 
 @dataclass(frozen=True, slots=True)
