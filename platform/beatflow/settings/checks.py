@@ -1,0 +1,67 @@
+"""Cross-field checks of Settings: each problem names the variables and what to change."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from beatflow.settings.source import PREFIX
+from beatflow.settings.values import is_redis_url, mask_url
+
+if TYPE_CHECKING:
+    from beatflow.settings.model import Settings
+
+
+def problems(s: Settings) -> list[str]:
+    """What is wrong with ``s`` as a whole (``[]``: nothing)."""
+    out: list[str] = []
+    for name in ("broker_url", "result_backend_url", "redbeat_url"):
+        url = getattr(s, name)
+        if url and not is_redis_url(url):
+            out.append(
+                f"{PREFIX}{name.upper()}={mask_url(url)!r}: expected a Redis URL "
+                f"(redis://, rediss://, sentinel://, redis-sentinel://)"
+            )
+    if "://" not in s.database_url:
+        out.append(
+            f"{PREFIX}DATABASE_URL={mask_url(s.database_url)!r}: expected a SQLAlchemy "
+            "URL such as postgresql+psycopg://user:pw@host/db or sqlite:///path.db"
+        )
+    if not s.queues:
+        out.append(f"{PREFIX}QUEUES: at least one queue name is required")
+    if s.task_soft_time_limit >= s.task_time_limit:
+        out.append(
+            f"{PREFIX}TASK_SOFT_TIME_LIMIT={s.task_soft_time_limit} must be below "
+            f"{PREFIX}TASK_TIME_LIMIT={s.task_time_limit}"
+        )
+    if s.visibility_timeout <= s.task_time_limit:
+        out.append(
+            f"{PREFIX}VISIBILITY_TIMEOUT={s.visibility_timeout} must exceed "
+            f"{PREFIX}TASK_TIME_LIMIT={s.task_time_limit}, or Redis redelivers tasks "
+            "that are still running"
+        )
+    if s.beat_renew_interval * 2 > s.beat_lock_timeout:
+        out.append(
+            f"{PREFIX}BEAT_RENEW_INTERVAL={s.beat_renew_interval} must be at most half of "
+            f"{PREFIX}BEAT_LOCK_TIMEOUT={s.beat_lock_timeout}, or the beat lock lapses "
+            "between renewals and two beats fire"
+        )
+    if s.beat_loop_interval >= s.beat_lock_timeout:
+        out.append(
+            f"{PREFIX}BEAT_LOOP_INTERVAL={s.beat_loop_interval} must be below "
+            f"{PREFIX}BEAT_LOCK_TIMEOUT={s.beat_lock_timeout}"
+        )
+    if s.beat_stall_timeout <= max(s.beat_lock_timeout, 2 * s.beat_db_timeout):
+        out.append(
+            f"{PREFIX}BEAT_STALL_TIMEOUT={s.beat_stall_timeout} must exceed "
+            f"{PREFIX}BEAT_LOCK_TIMEOUT={s.beat_lock_timeout} and twice "
+            f"{PREFIX}BEAT_DB_TIMEOUT={s.beat_db_timeout}, or a healthy but slow beat "
+            "steps down"
+        )
+    if s.reconcile_stall_seconds <= s.lease_seconds:
+        out.append(
+            f"{PREFIX}RECONCILE_STALL_SECONDS={s.reconcile_stall_seconds} must exceed "
+            f"{PREFIX}LEASE_SECONDS={s.lease_seconds}, or running tasks look stalled"
+        )
+    if s.log_format not in ("auto", "json", "text"):
+        out.append(f"{PREFIX}LOG_FORMAT={s.log_format!r}: expected auto, json or text")
+    return out
