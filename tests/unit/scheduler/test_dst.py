@@ -59,3 +59,32 @@ def test_the_planner_fires_the_daily_0230_job_once_per_day_across_both_dst_chang
         days = [t.astimezone(BERLIN).date() for t in fired]
         assert len(fired) == 6
         assert len(set(days)) == len(days)  # one run per local day, none twice
+
+
+NEW_YORK = ZoneInfo("America/New_York")
+
+
+def _utc(day: int, month: int, hour: int, minute: int) -> datetime:
+    return datetime(2026, month, day, hour, minute, tzinfo=UTC)
+
+
+def test_asked_inside_the_spring_forward_gap_the_next_tick_is_that_days_shifted_run() -> None:
+    # 2026-03-08, New York: 02:00 EST -> 03:00 EDT (07:00 UTC); 02:30 runs at 03:30 EDT. A beat
+    # (re)started at 03:07 EDT asks from just past the gap: that day's run is still ahead.
+    daily = Schedule.parse("30 2 * * *", NEW_YORK)
+    assert daily.next_after(_utc(8, 3, 7, 7)) == _utc(8, 3, 7, 30)
+    assert daily.next_after(_utc(8, 3, 6, 59)) == _utc(8, 3, 7, 30)  # 01:59 EST, before it
+    assert daily.next_after(_utc(8, 3, 7, 30)) == _utc(9, 3, 6, 30)  # then the 9th, 02:30 EDT
+    assert daily.prev_at_or_before(_utc(8, 3, 7, 45)) == _utc(8, 3, 7, 30)
+
+
+def test_asked_inside_the_repeated_fall_back_hour_the_day_runs_once_at_the_first_pass() -> None:
+    # 2026-11-01, New York: 02:00 EDT -> 01:00 EST (06:00 UTC); 01:30 happens at 05:30 UTC
+    # (EDT) and again at 06:30 UTC (EST). The run is the first one; the repeat is no tick.
+    daily = Schedule.parse("30 1 * * *", NEW_YORK)
+    first, next_day = _utc(1, 11, 5, 30), _utc(2, 11, 6, 30)
+    assert daily.next_after(_utc(1, 11, 5, 10)) == first  # 01:10 EDT, first pass
+    assert daily.next_after(_utc(1, 11, 5, 45)) == next_day  # 01:45 EDT: not the repeat
+    assert daily.next_after(_utc(1, 11, 6, 10)) == next_day  # 01:10 EST, second pass
+    assert daily.prev_at_or_before(_utc(1, 11, 6, 10)) == first
+    assert daily.prev_at_or_before(_utc(1, 11, 6, 45)) == first  # 01:45 EST, after the repeat
