@@ -112,29 +112,45 @@ def test_a_bad_trigger_conf_or_date_is_refused_and_creates_nothing(store: Store)
 def test_racing_triggers_make_one_run_per_run_id_and_never_exceed_the_limit(
     make_store: MakeStore,
 ) -> None:
+    # Every store triggers the same twelve run ids, each starting at a different one (its own
+    # rotation), released together per DAG: the first triggers are distinct new runs racing
+    # for the three slots, the later ones race on the same run ids.
     stores = [make_store() for _ in range(4)]
-    started: list[str] = []
-    created: list[str] = []
+    run_ids = [f"r{i:02d}" for i in range(12)]
+    dags = [f"d{i}" for i in range(5)]  # five races
+    started: dict[str, list[str]] = {dag: [] for dag in dags}
+    created: dict[str, list[str]] = {dag: [] for dag in dags}
+    errors: list[BaseException] = []
     gate = threading.Barrier(len(stores))
 
-    def trigger(s: Store) -> None:
-        gate.wait()
-        for i in range(10):  # every store triggers the same ten run ids
-            got = s.create_and_start_dag_run("d", f"r{i}", 3, logical_date=T0 + timedelta(hours=i))
-            started.extend(r.run_id for r in got.started)
-            if got.created:
-                created.append(got.run.run_id)
+    def trigger(k: int, s: Store) -> None:
+        order = run_ids[3 * k :] + run_ids[: 3 * k]
+        try:
+            for dag in dags:
+                gate.wait(60)
+                for run_id in order:
+                    when = T0 + timedelta(hours=int(run_id[1:]))
+                    got = s.create_and_start_dag_run(dag, run_id, 3, logical_date=when)
+                    started[dag].extend(r.run_id for r in got.started)
+                    if got.created:
+                        created[dag].append(got.run.run_id)
+        except BaseException as exc:  # noqa: BLE001 - reported below, with the others
+            errors.append(exc)
+            gate.abort()
 
-    threads = [threading.Thread(target=trigger, args=(s,)) for s in stores]
+    threads = [threading.Thread(target=trigger, args=(k, s)) for k, s in enumerate(stores)]
     for t in threads:
         t.start()
     for t in threads:
-        t.join(60)
+        t.join(120)
     assert not any(t.is_alive() for t in threads)
-    assert sorted(created) == [f"r{i}" for i in range(10)]  # each run id created once
-    assert sorted(started) == ["r0", "r1", "r2"]  # started once each, three at most
-    assert len(stores[0].list_dag_runs("d", state="running")) == 3
-    assert len(stores[0].list_dag_runs("d", state="queued")) == 7
+    assert not errors, errors
+    for dag in dags:
+        assert sorted(created[dag]) == run_ids, dag  # each run id created once
+        running = {r.run_id for r in stores[0].list_dag_runs(dag, state="running")}
+        assert len(running) == 3, (dag, sorted(running))  # never over the limit
+        assert sorted(started[dag]) == sorted(running), dag  # each started once, and reported
+        assert len(stores[0].list_dag_runs(dag, state="queued")) == 9, dag
 
 
 def test_the_queued_runs_of_many_dags_start_in_one_call_each_under_its_own_limit(
