@@ -17,6 +17,7 @@ from beatflow.runtime import runtime_of
 from beatflow.states import DagRunState, TaskRunState
 from beatflow.store.models import task_runs
 from tests.cluster import Cluster
+from tests.consumed import assert_not_started, consumed
 from tests.faults.runs.conftest import BOUND, wait_action
 from tests.integration.observability.conftest import Samples
 from tests.procs import wait_for
@@ -109,11 +110,28 @@ def test_a_run_past_its_dagrun_timeout_fails_and_its_remaining_tasks_are_cancell
     assert wait_action(metrics, "t_linger", "timed_out") == 1
     # the task that overstayed finishes its function, but cannot record it nor go on
     (cluster.marks / "gate-overstays-linger").touch()
-    wait_for(lambda: cluster.count("lingered-overstays") == 1, timeout=30, message="linger")
-    cancel_probe = cluster.tasks("t_linger", run.run_id)
-    assert cancel_probe["linger"].state == TaskRunState.CANCELLED
+    wait_for(
+        lambda: consumed(cluster, "t_linger.linger") >= 1,
+        timeout=30,
+        message="the linger message to be consumed",
+    )
+    # a late message for the next task (a resume, a redelivery): the run is over, it starts not
+    late = cluster.app.send_task(
+        "t_linger.after_linger", args=[run.run_id, None], queue=cluster.env["BEATFLOW_QUEUES"]
+    )
+    wait_for(
+        lambda: consumed(cluster, "t_linger.after_linger", late.id) == 1,
+        timeout=30,
+        message="the late after_linger message to be consumed",
+    )
+    tasks = cluster.tasks("t_linger", run.run_id)
+    assert tasks["linger"].state == TaskRunState.CANCELLED
+    assert cluster.count("lingered-overstays") == 1  # its function did finish
+    assert_not_started(cluster, "t_linger", run.run_id, "after_linger")
     assert cluster.count("after-overstays") == 0
-    assert "after_linger" not in cancel_probe or cancel_probe["after_linger"].state != "success"
+    assert tasks.get("after_linger") is None or tasks["after_linger"].state == "cancelled", {
+        t: r.state for t, r in tasks.items()
+    }
     with pytest.raises(RunStateError, match="already ended"):
         cancel_run(runtime_of(cluster.app), "t_linger", run.run_id, actor="test")
 
