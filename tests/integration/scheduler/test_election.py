@@ -3,7 +3,7 @@ against a real Redis."""
 
 from __future__ import annotations
 
-import time
+import json
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 
@@ -35,17 +35,37 @@ def election(client: redis.Redis, name: str) -> LeaderElection:
 def test_exactly_one_of_two_replicas_leads_and_the_epoch_counts_acquisitions(
     client: redis.Redis,
 ) -> None:
-    a, b = election(client, "a"), election(client, "b")
+    changes: dict[str, list[tuple[bool, int]]] = {"a": [], "b": []}
+
+    def replica(name: str) -> LeaderElection:
+        return LeaderElection(
+            client,
+            instance=name,
+            ttl=1.5,
+            renew_every=0.2,
+            on_change=lambda leader, epoch: changes[name].append((leader, epoch)),
+        )
+
+    a, b = replica("a"), replica("b")
     a.start()
     b.start()
     try:
         assert a.is_leader() and not b.is_leader()
         assert a.epoch == 1
-        deadline = time.monotonic() + 2.0  # several renewals: the lease never lapses
-        while time.monotonic() < deadline:
-            assert a.is_leader() != b.is_leader()
-            time.sleep(0.05)
-        assert client.get(keys.LOCK) == a.token
+        # renewals seen in a's heartbeat as leader over more than a lease (the lock would have
+        # lapsed without them): a count of events, not a span of sleeps; load only slows it
+        renewals: set[float] = set()
+
+        def renewed_past_a_lease() -> bool:
+            record = json.loads(client.get(keys.replica_key("a")) or "{}")
+            if record.get("role") == "leader":
+                renewals.add(record["seen"])
+            return len(renewals) >= 5 and max(renewals) - min(renewals) > 1.5 * a.ttl
+
+        wait_for(renewed_past_a_lease, timeout=30.0, message="a to renew its lease")
+        assert changes == {"a": [(True, 1)], "b": []}  # the lease never changed hands
+        assert client.get(keys.LOCK) == a.token and client.get(keys.EPOCH) == "1"
+        wait_for(lambda: a.is_leader() and not b.is_leader(), message="a to lead, b to follow")
     finally:
         a.stop()
         b.stop()
