@@ -2,7 +2,7 @@
 refuses because its guarantees rest on them, and masking of every URL's password wherever Celery
 shows its configuration (``celery inspect conf``, Flower's Config tab and /api/workers).
 
-Imports nothing of ours: settings.py builds Settings.celery_overrides with :func:`parse`."""
+Imports nothing of ours: beatflow.settings builds Settings.celery_overrides with :func:`parse`."""
 
 from __future__ import annotations
 
