@@ -1,6 +1,6 @@
 """The frozen Settings model: every field is a ``BEATFLOW_<FIELD>`` variable, read by
-:meth:`Settings.from_env`, which reports every bad value at once; the cross-field checks; the
-masked view that ``repr`` and ``beatflow config show`` print."""
+:meth:`Settings.from_env`, which reports every bad value at once, and the masked view that
+``repr`` and ``beatflow config show`` print."""
 
 from __future__ import annotations
 
@@ -178,6 +178,9 @@ class Settings(BaseSettings):
 
     def __delattr__(self, name: str) -> None:
         raise dataclasses.FrozenInstanceError(f"cannot delete {name!r}: Settings are frozen")
+
+    def __hash__(self) -> int:  # the mappings aside, as the dataclass this was hashed
+        return hash(tuple(getattr(self, n) for n in self.variables()))
 
     def problems(self) -> list[str]:
         """Cross-field checks: each returned line names the variables and what to change."""
