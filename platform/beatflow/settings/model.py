@@ -26,7 +26,6 @@ from beatflow.settings.source import PREFIX, variable
 from beatflow.settings.values import MASK, FromText, is_secret, mask_url
 
 RedisUrl = Annotated[str, FromText(v.redis_url)]
-Secret = Annotated[str, FromText(v.text)]
 Port = Annotated[int, FromText(v.whole(1, 65535))]
 Flag = Annotated[bool, FromText(v.flag)]
 
@@ -74,7 +73,7 @@ class Settings(BaseSettings):
     catchup_window: Annotated[int, FromText(v.whole(0))] = 86_400
     test_clock_file: str = ""  # tests only: a file holding seconds the beat's clock is shifted by
     flower_user: str = "admin"
-    flower_password: Secret = ""
+    flower_password: str = ""
     flower_port: Port = 5555
     flower_max_tasks: Annotated[int, FromText(v.whole(100))] = 10_000  # Flower's --max_tasks
     flower_max_workers: Annotated[int, FromText(v.whole(1))] = 500  # Flower's --max_workers
@@ -83,10 +82,10 @@ class Settings(BaseSettings):
     metrics_port: Port = 9808
     web_port: Port = 8080
     web_user: str = "admin"
-    web_password: Secret = ""  # required by `beatflow web`
+    web_password: str = ""  # required by `beatflow web`
     # comma-separated name:token pairs (bearer tokens for machines)
     web_tokens: Annotated[str, FromText(v.tokens)] = ""
-    web_secret_key: Secret = ""  # session signing key; empty: random per process
+    web_secret_key: str = ""  # session signing key; empty: random per process
     # a session unused this long ends
     web_session_idle_seconds: Annotated[int, FromText(v.whole(60))] = 3600
     # a session ends this long after its login anyway
@@ -97,7 +96,7 @@ class Settings(BaseSettings):
     task_log_max_bytes: Annotated[int, FromText(v.whole(0, 16 << 20))] = 65_536
     # `beatflow dags trigger` goes through this web API when set
     api_url: Annotated[str, FromText(v.http_url)] = ""
-    api_token: Secret = ""
+    api_token: str = ""
     log_format: Annotated[str, FromText(v.choice("auto", "json", "text"))] = "auto"
     log_level: Annotated[str, FromText(v.log_level)] = "INFO"
     instance: str = ""  # a name for this process in metrics/logs; empty: hostname
