@@ -133,7 +133,7 @@ def _with_overrides(settings: Settings, overrides: Mapping[str, Any]) -> Setting
     try:
         return settings.replace(**overrides)
     except TypeError:
-        known = set(Settings.__dataclass_fields__)
+        known = set(Settings.model_fields)
         unknown = sorted(set(overrides) - known)
         raise SettingsError(
             [f"init_app({name}=...): no such beatflow setting" for name in unknown]

@@ -165,7 +165,11 @@ class Settings(BaseSettings):
         return [n for n in cls.model_fields if n not in source.NOT_FROM_ENV]
 
     def replace(self, **changes: Any) -> Settings:
-        """Return a copy with ``changes`` applied, validated."""
+        """Return a copy with ``changes`` applied, validated. TypeError for a name that is no
+        field (as ``dataclasses.replace``)."""
+        unknown = sorted(set(changes) - set(type(self).model_fields))
+        if unknown:
+            raise TypeError(f"Settings has no field {', '.join(map(repr, unknown))}")
         new = type(self)(**{**{n: getattr(self, n) for n in type(self).model_fields}, **changes})
         problems = new.problems()
         if problems:
