@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any
 
-from pydantic import Field, ValidationError
+from pydantic import BeforeValidator, Field, ValidationError
 from pydantic_settings import (
     BaseSettings,
     NoDecode,
@@ -27,6 +27,10 @@ from beatflow.settings.values import MASK, FromText, is_secret, mask_url
 
 RedisUrl = Annotated[str, FromText(v.redis_url)]
 Port = Annotated[int, FromText(v.whole(1, 65535))]
+# a path given in Python may be a Path (as the dataclass this was took it)
+PathText = Annotated[
+    str, BeforeValidator(lambda p: os.fspath(p) if isinstance(p, os.PathLike) else p)
+]
 Flag = Annotated[bool, FromText(v.flag)]
 
 
@@ -40,7 +44,7 @@ class Settings(BaseSettings):
     result_backend_url: RedisUrl = ""  # empty: same as broker_url
     redbeat_url: RedisUrl = ""  # empty: same as broker_url
     database_url: Annotated[str, FromText(v.database_url)] = "sqlite:///.beatflow/beatflow.db"
-    dags_folder: str = "dags"
+    dags_folder: PathText = "dags"
     # plain Celery task modules (BEATFLOW_IMPORTS), see plain.py
     imports: Annotated[tuple[str, ...], NoDecode, FromText(v.module_names)] = ()
     queues: Annotated[tuple[str, ...], NoDecode, FromText(v.queue_names)] = ("default",)
@@ -71,7 +75,9 @@ class Settings(BaseSettings):
     beat_db_timeout: Annotated[float, FromText(v.seconds(0.5))] = 10.0
     schedule_sync_interval: Annotated[float, FromText(v.seconds(0.5))] = 10.0
     catchup_window: Annotated[int, FromText(v.whole(0))] = 86_400
-    test_clock_file: str = ""  # tests only: a file holding seconds the beat's clock is shifted by
+    test_clock_file: PathText = (
+        ""  # tests only: a file holding seconds the beat's clock is shifted by
+    )
     flower_user: str = "admin"
     flower_password: str = ""
     flower_port: Port = 5555
