@@ -75,9 +75,8 @@ class Settings(BaseSettings):
     beat_db_timeout: Annotated[float, FromText(v.seconds(0.5))] = 10.0
     schedule_sync_interval: Annotated[float, FromText(v.seconds(0.5))] = 10.0
     catchup_window: Annotated[int, FromText(v.whole(0))] = 86_400
-    test_clock_file: PathText = (
-        ""  # tests only: a file holding seconds the beat's clock is shifted by
-    )
+    # tests only: a file holding seconds the beat's clock is shifted by
+    test_clock_file: PathText = ""
     flower_user: str = "admin"
     flower_password: str = ""
     flower_port: Port = 5555
