@@ -65,6 +65,30 @@ def json_option(fn: F) -> F:
     )(fn)
 
 
+def actor_option(fn: F) -> F:
+    """The one ``--actor`` option of the operator's verbs: who does this, as the audit table
+    records it (default ``cli:<os user>``); the parameter is ``actor``."""
+    return click.option(
+        "--actor",
+        default=_default_actor,
+        show_default="cli:<os user>",
+        help="Who does this (recorded in the audit table).",
+    )(fn)
+
+
+def _default_actor() -> str:
+    # Imported here, not above: commands that need no app (db) stay light.
+    from beatflow.runs.controls import cli_actor
+
+    return cli_actor()
+
+
+def reason_option(fn: F) -> F:
+    """The one ``--reason`` option of the operator's verbs: why, as the audit table records it;
+    the parameter is ``reason``."""
+    return click.option("--reason", default="", help="Why (recorded in the audit table).")(fn)
+
+
 def load_settings() -> Settings:
     """Settings from the environment; a bad value ends the command with every problem listed."""
     return Settings.from_env()

@@ -9,11 +9,13 @@ from typing import Any
 import click
 
 from beatflow.cli.common import (
+    actor_option,
     echo_json,
     get_app_or_exit,
     json_option,
     load_settings,
     parse_conf,
+    reason_option,
     runtime_or_exit,
 )
 from beatflow.dag.loader import DagBag, load_dags
@@ -204,6 +206,8 @@ def show(dag_id: str, fmt: str, as_json: bool) -> None:
     help="Trigger through beatflow web's API (default: BEATFLOW_API_URL) with "
     "BEATFLOW_API_TOKEN: no Redis, database or DAG code needed.",
 )
+@reason_option
+@actor_option
 def trigger(
     dag_id: str,
     conf: str | None,
@@ -212,10 +216,11 @@ def trigger(
     timeout: float,
     as_json: bool,
     api_url: str | None,
+    reason: str,
+    actor: str,
 ) -> None:
     """Start a DAG run now."""
     from beatflow.runs import trigger_and_follow, trigger_dag
-    from beatflow.runs.controls import cli_actor
 
     parsed = parse_conf(conf)
     settings = load_settings()
@@ -236,7 +241,9 @@ def trigger(
         return
     app = get_app_or_exit()
     if not wait:
-        record = trigger_dag(runtime_of(app), dag_id, conf=parsed, run_id=run_id, actor=cli_actor())
+        record = trigger_dag(
+            runtime_of(app), dag_id, conf=parsed, run_id=run_id, actor=actor, reason=reason
+        )
         if as_json:
             echo_json(dag_run_json(record))
         else:
@@ -261,7 +268,8 @@ def trigger(
             on_triggered=show_triggered,
             on_task_change=show_change,
             timeout=timeout,
-            actor=cli_actor(),
+            actor=actor,
+            reason=reason,
         )
     except TimeoutError as exc:
         click.echo(f"error: {exc}", err=True)
@@ -279,10 +287,11 @@ def trigger(
     sys.exit(0 if final.state == "success" else 1)
 
 
-def _set_paused(dag_id: str, paused: bool, as_json: bool = False) -> None:
-    from beatflow.runs.controls import cli_actor, set_paused
+def _set_paused(dag_id: str, paused: bool, actor: str, reason: str, as_json: bool) -> None:
+    from beatflow.runs.controls import set_paused
 
-    set_paused(runtime_or_exit(), dag_id, paused, actor=cli_actor())  # unknown DAG: an error
+    # an unknown DAG: an error
+    set_paused(runtime_or_exit(), dag_id, paused, actor=actor, reason=reason)
     if as_json:
         echo_json({"dag_id": dag_id, "paused": paused})
         return
@@ -291,18 +300,22 @@ def _set_paused(dag_id: str, paused: bool, as_json: bool = False) -> None:
 
 @dags.command()
 @click.argument("dag_id")
+@reason_option
+@actor_option
 @json_option
-def pause(dag_id: str, as_json: bool) -> None:
+def pause(dag_id: str, reason: str, actor: str, as_json: bool) -> None:
     """Stop scheduling a DAG (from the next tick, on every beat replica; survives restarts)."""
-    _set_paused(dag_id, True, as_json)
+    _set_paused(dag_id, True, actor, reason, as_json)
 
 
 @dags.command()
 @click.argument("dag_id")
+@reason_option
+@actor_option
 @json_option
-def unpause(dag_id: str, as_json: bool) -> None:
+def unpause(dag_id: str, reason: str, actor: str, as_json: bool) -> None:
     """Resume scheduling a paused DAG."""
-    _set_paused(dag_id, False, as_json)
+    _set_paused(dag_id, False, actor, reason, as_json)
 
 
 def _parse_date(value: str, name: str) -> datetime:
@@ -318,17 +331,18 @@ def _parse_date(value: str, name: str) -> datetime:
 @click.argument("dag_id")
 @click.option("--start", required=True, help="First logical date (ISO, inclusive).")
 @click.option("--end", required=True, help="Last logical date (ISO, inclusive).")
+@reason_option
+@actor_option
 @json_option
-def backfill(dag_id: str, start: str, end: str, as_json: bool) -> None:
+def backfill(dag_id: str, start: str, end: str, reason: str, actor: str, as_json: bool) -> None:
     """Create the scheduled runs of a past range (idempotent: existing runs are kept)."""
     from beatflow.runs.backfill import backfill as run_backfill
-    from beatflow.runs.controls import cli_actor
 
     begin, finish = _parse_date(start, "--start"), _parse_date(end, "--end")
     if finish < begin:
         raise click.BadParameter("--end is before --start", param_hint="--end")
     app = get_app_or_exit()
-    runs = run_backfill(runtime_of(app), dag_id, begin, finish, actor=cli_actor())
+    runs = run_backfill(runtime_of(app), dag_id, begin, finish, actor=actor, reason=reason)
     if as_json:
         echo_json([dag_run_json(r) for r in runs])
     else:

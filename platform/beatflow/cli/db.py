@@ -11,7 +11,7 @@ from typing import Any
 
 import click
 
-from beatflow.cli.common import echo_json, json_option, load_settings
+from beatflow.cli.common import actor_option, echo_json, json_option, load_settings, reason_option
 from beatflow.settings import mask_url
 from beatflow.store import Store
 
@@ -101,16 +101,16 @@ def current(as_json: bool) -> None:
     show_default=True,
     help="DAG runs deleted per transaction.",
 )
+@reason_option
+@actor_option
 @json_option
-def prune(older_than: timedelta, batch_size: int, as_json: bool) -> None:
+def prune(older_than: timedelta, batch_size: int, reason: str, actor: str, as_json: bool) -> None:
     """Delete finished DAG runs (with their task runs and dead letters) older than an age."""
-    from beatflow.runs.controls import cli_actor
-
     with _store() as store:
         store.check_schema()
         deleted = store.prune(older_than, batch_size=batch_size)
-        detail = {"deleted": deleted, "older_than": _show(older_than)}
-        store.record_audit(cli_actor(), "prune", None, None, detail)
+        detail = {"deleted": deleted, "older_than": _show(older_than), "reason": reason}
+        store.record_audit(actor, "prune", None, None, detail)
         if as_json:
             echo_json({"deleted": deleted, "older_than": _show(older_than)})
             return

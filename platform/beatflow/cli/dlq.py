@@ -4,9 +4,16 @@ from __future__ import annotations
 
 import click
 
-from beatflow.cli.common import CliError, echo_json, json_option, runtime_or_exit
+from beatflow.cli.common import (
+    CliError,
+    actor_option,
+    echo_json,
+    json_option,
+    reason_option,
+    runtime_or_exit,
+)
 from beatflow.records_json import dead_letter_json
-from beatflow.runs.controls import cli_actor, purge_dead_letters
+from beatflow.runs.controls import purge_dead_letters
 
 
 @click.group()
@@ -54,12 +61,7 @@ def show(letter_id: int, as_json: bool) -> None:
 @click.option("--wait", is_flag=True, help="Follow the replayed run; exit 0 only on success.")
 @click.option("--timeout", type=float, default=3600.0, show_default=True)
 @json_option
-@click.option(
-    "--actor",
-    default=cli_actor,
-    show_default="cli:<os user>",
-    help="Who does this (recorded in the audit table).",
-)
+@actor_option
 def replay(letter_id: int, wait: bool, timeout: float, as_json: bool, actor: str) -> None:
     """Run a dead letter's task again, as a new try under the same dedupe key, then the
     downstream tasks that did not run because of it; the DAG run is closed again."""
@@ -86,13 +88,15 @@ def replay(letter_id: int, wait: bool, timeout: float, as_json: bool, actor: str
 @dlq.command()
 @click.argument("dag_id", required=False)
 @click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
+@reason_option
+@actor_option
 @json_option
-def purge(dag_id: str | None, yes: bool, as_json: bool) -> None:
+def purge(dag_id: str | None, yes: bool, reason: str, actor: str, as_json: bool) -> None:
     """Delete dead letters (all, or DAG_ID's)."""
     what = f"dead letters of {dag_id}" if dag_id else "all dead letters"
     if not yes:
         click.confirm(f"Delete {what}?", abort=True, err=as_json)
-    n = purge_dead_letters(runtime_or_exit(), dag_id, actor=cli_actor())
+    n = purge_dead_letters(runtime_or_exit(), dag_id, actor=actor, reason=reason)
     if as_json:
         echo_json({"dag_id": dag_id, "deleted": n})
         return

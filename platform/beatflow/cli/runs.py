@@ -8,9 +8,15 @@ from typing import Any
 
 import click
 
-from beatflow.cli.common import CliError, echo_json, json_option, runtime_or_exit
+from beatflow.cli.common import (
+    CliError,
+    actor_option,
+    echo_json,
+    json_option,
+    reason_option,
+    runtime_or_exit,
+)
 from beatflow.records_json import dag_run_json, task_run_json
-from beatflow.runs.controls import cli_actor
 from beatflow.states import DagRunState
 
 STATES = [str(s) for s in DagRunState]
@@ -68,19 +74,6 @@ def show(dag_id: str, run_id: str, as_json: bool) -> None:
             click.echo(f"      error: {t.error}")
 
 
-def _actor_option(fn: Any) -> Any:
-    return click.option(
-        "--actor",
-        default=cli_actor,
-        show_default="cli:<os user>",
-        help="Who does this (recorded in the audit table).",
-    )(fn)
-
-
-def _reason_option(fn: Any) -> Any:
-    return click.option("--reason", default="", help="Why (recorded in the audit table).")(fn)
-
-
 def _report(run: Any, as_json: bool, verb: str) -> None:
     if as_json:
         echo_json(
@@ -99,8 +92,8 @@ def _report(run: Any, as_json: bool, verb: str) -> None:
 @click.argument("dag_id")
 @click.argument("run_id")
 @click.option("--terminate", is_flag=True, help="Also kill the task runs still running.")
-@_reason_option
-@_actor_option
+@reason_option
+@actor_option
 @json_option
 def cancel(
     dag_id: str, run_id: str, terminate: bool, reason: str, actor: str, as_json: bool
@@ -122,8 +115,8 @@ def cancel(
 @click.option("--task", "tasks", multiple=True, help="A task to clear (repeatable); default all.")
 @click.option("--downstream", is_flag=True, help="Also clear the tasks downstream of them.")
 @click.option("--only-failed", is_flag=True, help="Only failed, upstream_failed, cancelled.")
-@_reason_option
-@_actor_option
+@reason_option
+@actor_option
 @json_option
 def clear(
     dag_id: str,
@@ -157,8 +150,8 @@ def clear(
 @click.argument("run_id")
 @click.option("--state", required=True, type=click.Choice(["success", "failed"]))
 @click.option("--task", "task_id", help="Mark this task's task runs, not the run.")
-@_reason_option
-@_actor_option
+@reason_option
+@actor_option
 @json_option
 def mark(
     dag_id: str,

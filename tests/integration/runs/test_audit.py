@@ -235,3 +235,24 @@ def test_every_operator_verb_from_the_cli_is_audited_as_the_os_user(
     assert by_action["replay"].detail == {"dead_letter": letter}
     assert by_action["purge"].detail["deleted"] == 1
     assert by_action["prune"].detail["deleted"] == 0
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)
+def test_each_cli_verb_records_the_actor_and_reason_it_is_given(
+    runtime: Runtime, env: dict[str, str]
+) -> None:
+    who = ("--actor", "ops:carol")
+    beatflow(env, "dags", "trigger", "audited", "--run-id", "r", *who, "--reason", "why trigger")
+    beatflow(env, "dags", "pause", "audited", *who, "--reason", "why pause")
+    beatflow(env, "dags", "unpause", "audited", *who, "--reason", "why unpause")
+    window = ("--start", "2026-01-01", "--end", "2026-01-01")
+    beatflow(env, "dags", "backfill", "audited", *window, *who, "--reason", "why backfill")
+    beatflow(env, "dlq", "purge", "audited", "--yes", *who, "--reason", "why purge")
+    beatflow(env, "db", "prune", "--older-than", "3650d", *who, "--reason", "why prune")
+
+    records = runtime.store.list_audit(limit=100)
+    assert sorted((r.action, r.actor, r.detail["reason"]) for r in records) == sorted(
+        (action, "ops:carol", f"why {action}")
+        for action in ("trigger", "pause", "unpause", "backfill", "purge", "prune")
+    )
