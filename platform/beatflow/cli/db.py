@@ -14,6 +14,7 @@ import click
 from beatflow.cli.common import actor_option, echo_json, json_option, load_settings, reason_option
 from beatflow.settings import mask_url
 from beatflow.store import Store
+from beatflow.store.records import AuditNote
 
 _AGE = re.compile(r"^\s*(\d+)\s*([dhm])\s*$")
 _UNITS = {"d": "days", "h": "hours", "m": "minutes"}
@@ -108,9 +109,9 @@ def prune(older_than: timedelta, batch_size: int, reason: str, actor: str, as_js
     """Delete finished DAG runs (with their task runs and dead letters) older than an age."""
     with _store() as store:
         store.check_schema()
-        deleted = store.prune(older_than, batch_size=batch_size)
-        detail = {"deleted": deleted, "older_than": _show(older_than), "reason": reason}
-        store.record_audit(actor, "prune", None, None, detail)
+        detail = {"older_than": _show(older_than), "reason": reason}
+        note = AuditNote(actor, "prune", detail)
+        deleted = store.prune(older_than, batch_size=batch_size, audit=note)
         if as_json:
             echo_json({"deleted": deleted, "older_than": _show(older_than)})
             return

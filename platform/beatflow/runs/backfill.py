@@ -12,7 +12,7 @@ from beatflow.errors import SchedulerError
 from beatflow.runs.dispatch import send_started
 from beatflow.runs.fire import scheduled_run_id
 from beatflow.runtime import Runtime
-from beatflow.store.records import ScheduledRunDraft
+from beatflow.store.records import AuditNote, ScheduledRunDraft
 from beatflow.times import as_utc
 
 if TYPE_CHECKING:
@@ -73,14 +73,21 @@ def backfill(
     not a trigger each. A conf the DAG refuses (a required param without a default) creates
     nothing; a broker that cannot be reached leaves the runs queued (BrokerUnavailableError;
     the reconciler, or the same backfill again, sends them). ``actor``: the operator who asked,
-    recorded in the audit table (with ``reason``) once the runs exist."""
+    recorded in the audit table (with ``reason``) in the transaction of the last runs written."""
     dag = runtime.dag(dag_id)
     ticks = backfill_ticks(runtime, dag_id, start, end)
     conf = dag.resolve_conf(None)
     drafts = [
         ScheduledRunDraft(dag_id, scheduled_run_id(tick), tick, "backfill", conf) for tick in ticks
     ]
-    made = runtime.store.create_dag_runs(drafts)
+    note = None
+    if actor is not None:
+        detail = {"start": as_utc(start).isoformat(), "end": as_utc(end).isoformat()}
+        note = AuditNote(actor, "backfill", {**detail, "reason": reason})
+    made = runtime.store.create_dag_runs(drafts, audit=note)
+    if note is not None and not drafts:  # no runs to write it with
+        done = {**note.detail, "runs": 0, "created": 0}
+        runtime.store.record_audit(note.actor, "backfill", dag_id, None, done)
     runs = [record for record, _ in made]
     created = sum(new for _, new in made)
     log.info(
@@ -90,15 +97,6 @@ def backfill(
         created,
         extra={"dag_id": dag_id},
     )
-    if actor is not None:
-        detail = {
-            "start": as_utc(start).isoformat(),
-            "end": as_utc(end).isoformat(),
-            "runs": len(runs),
-            "created": created,
-            "reason": reason,
-        }
-        runtime.store.record_audit(actor, "backfill", dag_id, None, detail)
     started = runtime.store.start_queued_dag_runs(dag_id, dag.max_active_runs)
     send_started(runtime, dag_id, started)
     as_started = {r.run_id: r for r in started}

@@ -8,6 +8,7 @@ import getpass
 import logging
 
 from beatflow.runtime import Runtime
+from beatflow.store.records import AuditNote
 
 log = logging.getLogger(__name__)
 
@@ -27,9 +28,8 @@ def set_paused(
     """Pause (no tick of the DAG starts a run; its runs wait queued) or unpause a DAG; raises
     DagNotFoundError for a DAG not loaded here."""
     runtime.dag(dag_id)
-    runtime.store.set_paused(dag_id, paused)
     action = "pause" if paused else "unpause"
-    runtime.store.record_audit(actor, action, dag_id, None, {"reason": reason})
+    runtime.store.set_paused(dag_id, paused, audit=AuditNote(actor, action, {"reason": reason}))
     log.info("DAG %s %sd by %s", dag_id, action, actor, extra={"dag_id": dag_id})
 
 
@@ -37,8 +37,7 @@ def purge_dead_letters(
     runtime: Runtime, dag_id: str | None = None, *, actor: str, reason: str = ""
 ) -> int:
     """Delete the dead letters of ``dag_id`` (all DAGs' when None); returns how many."""
-    deleted = runtime.store.purge_dead_letters(dag_id)
-    detail = {"deleted": deleted, "reason": reason}
-    runtime.store.record_audit(actor, "purge", dag_id, None, detail)
+    note = AuditNote(actor, "purge", {"reason": reason})
+    deleted = runtime.store.purge_dead_letters(dag_id, audit=note)
     log.warning("%d dead letter(s) of %s purged by %s", deleted, dag_id or "every DAG", actor)
     return deleted

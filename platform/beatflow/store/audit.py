@@ -28,6 +28,16 @@ def audit_values(note: AuditNote, dag_id: str | None, run_id: str | None) -> dic
     }
 
 
+def audit_insert(note: AuditNote, dag_id: str | None, run_id: str | None, **more: Any) -> sa.Insert:
+    """The insert of ``note``'s record, for a verb's store call to run in the transaction of
+    its change (so both commit, or neither); ``more`` joins the detail (what the change did,
+    known only inside it, e.g. how many rows it deleted)."""
+    detail = {**note.detail, **more}
+    return sa.insert(audit_events).values(
+        **audit_values(AuditNote(note.actor, note.action, detail), dag_id, run_id)
+    )
+
+
 def audit_record(row: sa.RowMapping) -> AuditRecord:
     return AuditRecord(
         id=row["id"],

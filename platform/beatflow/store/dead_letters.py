@@ -10,6 +10,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from beatflow.errors import BeatflowError, DeadLetterNotFoundError
+from beatflow.store.audit import audit_insert
 from beatflow.store.base import StoreBase
 from beatflow.store.engine import utcnow
 from beatflow.store.models import dead_letters, task_runs
@@ -18,6 +19,7 @@ from beatflow.store.records import (
     TASK_RUN_TERMINAL_STATES,
     TASK_SUCCESS,
     TASK_UP_FOR_RETRY,
+    AuditNote,
     DeadLetterDraft,
     DeadLetterRecord,
 )
@@ -186,13 +188,20 @@ class DeadLettersMixin(StoreBase):
                 .values(replayed_at=utcnow())
             )
 
-    def purge_dead_letters(self, dag_id: str | None = None) -> int:
-        """Delete dead letters (of one DAG, or all); returns how many were deleted."""
+    def purge_dead_letters(
+        self, dag_id: str | None = None, *, audit: AuditNote | None = None
+    ) -> int:
+        """Delete dead letters (of one DAG, or all); returns how many were deleted. ``audit``:
+        the operator's record, with ``deleted`` in its detail, written in the same transaction
+        (both commit, or neither)."""
         delete = sa.delete(dead_letters)
         if dag_id is not None:
             delete = delete.where(dead_letters.c.dag_id == dag_id)
-        with self._write("purging dead letters") as conn:
-            return int(conn.execute(delete).rowcount)
+        with self._write("purging dead letters", transaction=audit is not None) as conn:
+            deleted = int(conn.execute(delete).rowcount)
+            if audit is not None:
+                conn.execute(audit_insert(audit, dag_id, None, deleted=deleted))
+            return deleted
 
     def count_dead_letters(self) -> int:
         """Dead letters not replayed yet (the exporter's dead-letter depth)."""

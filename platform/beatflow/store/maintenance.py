@@ -9,6 +9,7 @@ from datetime import timedelta
 import sqlalchemy as sa
 
 from beatflow.errors import StoreError
+from beatflow.store.audit import audit_insert
 from beatflow.store.base import StoreBase
 from beatflow.store.engine import utcnow
 from beatflow.store.models import (
@@ -20,12 +21,13 @@ from beatflow.store.models import (
     task_logs,
     task_runs,
 )
-from beatflow.store.records import DAG_RUN_FINISHED_STATES
+from beatflow.store.records import DAG_RUN_FINISHED_STATES, AuditNote
 
 
 class MaintenanceMixin(StoreBase):
-    def set_paused(self, dag_id: str, paused: bool) -> None:
-        """Pause or unpause a DAG; the switch survives restarts."""
+    def set_paused(self, dag_id: str, paused: bool, *, audit: AuditNote | None = None) -> None:
+        """Pause or unpause a DAG; the switch survives restarts. ``audit``: the operator's
+        record of it, written in the same transaction (both commit, or neither)."""
         insert = self._insert(dag_states).values(
             dag_id=dag_id, paused=bool(paused), updated_at=utcnow()
         )
@@ -33,8 +35,11 @@ class MaintenanceMixin(StoreBase):
             index_elements=["dag_id"],
             set_={"paused": insert.excluded.paused, "updated_at": insert.excluded.updated_at},
         )
-        with self._write(f"{'pausing' if paused else 'unpausing'} DAG {dag_id}") as conn:
+        action = f"{'pausing' if paused else 'unpausing'} DAG {dag_id}"
+        with self._write(action, transaction=audit is not None) as conn:
             conn.execute(upsert)
+            if audit is not None:
+                conn.execute(audit_insert(audit, dag_id, None))
 
     def is_paused(self, dag_id: str) -> bool:
         """One primary-key lookup."""
@@ -54,10 +59,14 @@ class MaintenanceMixin(StoreBase):
         *,
         batch_size: int = 500,
         on_batch: Callable[[int], None] | None = None,
+        audit: AuditNote | None = None,
     ) -> int:
         """Delete finished DAG runs that ended before now - ``older_than``, with their task runs
         and dead letters, ``batch_size`` runs per transaction; returns the DAG runs deleted.
-        ``on_batch(n)`` is called after each committed batch (progress reporting)."""
+        ``on_batch(n)`` is called after each committed batch (progress reporting). ``audit``:
+        the operator's record, with ``deleted`` (the total) in its detail, written in the
+        transaction of the last batch (an audit that fails leaves that batch undone; the
+        batches before it stay deleted, as an interrupted prune leaves them)."""
         if older_than < timedelta(0):
             raise StoreError(f"prune: older_than={older_than} must not be negative")
         if batch_size < 1:
@@ -76,6 +85,9 @@ class MaintenanceMixin(StoreBase):
         while True:
             with self._write("pruning old DAG runs", transaction=True) as conn:
                 batch = conn.execute(pick).all()
+                last = len(batch) < batch_size
+                if last and audit is not None:
+                    conn.execute(audit_insert(audit, None, None, deleted=deleted + len(batch)))
                 if not batch:
                     return deleted
                 pairs = [(dag_id, run_id) for _, dag_id, run_id in batch]
@@ -87,5 +99,5 @@ class MaintenanceMixin(StoreBase):
             deleted += len(batch)
             if on_batch is not None:
                 on_batch(len(batch))
-            if len(batch) < batch_size:
+            if last:
                 return deleted

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from beatflow.store.audit import audit_values
+from beatflow.store.audit import audit_insert, audit_values
 from beatflow.store.base import StoreBase
 from beatflow.store.beat_terms import raise_fence
 from beatflow.store.engine import utcnow
@@ -120,12 +120,17 @@ class RunCreationMixin(StoreBase):
         values = _drafted(drafts, leader_epoch)
         return self._create_runs(values, fence=leader_epoch).made
 
-    def create_dag_runs(self, drafts: Sequence[ScheduledRunDraft]) -> Made:
+    def create_dag_runs(
+        self, drafts: Sequence[ScheduledRunDraft], *, audit: AuditNote | None = None
+    ) -> Made:
         """Many DAG runs without a leader's fence (a backfill): one transaction and one
         multi-row insert per INSERT_CHUNK drafts. ``(run, created)`` per draft, in order; an
         existing run is kept as it is. Every draft's values are checked before the first chunk
-        is written: a bad one (StoreError names it) creates nothing."""
-        return self._create_runs(_drafted(drafts, None)).made
+        is written: a bad one (StoreError names it) creates nothing. ``audit``: the operator's
+        record (of the first draft's DAG), with ``runs`` and ``created`` in its detail, written
+        in the transaction of the last chunk (an audit that fails leaves that chunk unwritten;
+        the chunks before it stay, as an interrupted backfill leaves them)."""
+        return self._create_runs(_drafted(drafts, None), closing_audit=audit).made
 
     def _create_runs(
         self,
@@ -135,6 +140,7 @@ class RunCreationMixin(StoreBase):
         start_under: int | None = None,
         audit: dict[str, Any] | None = None,
         transaction: bool = True,
+        closing_audit: AuditNote | None = None,
     ) -> Created:
         """Every DAG run is created here. ``values``: one ``run_values`` per run.
         ``start_under``: one run, whose DAG is then dispatched under this max_active_runs in
@@ -142,7 +148,7 @@ class RunCreationMixin(StoreBase):
         PostgreSQL), with the ``audit`` record of who asked. ``fence``: the beat leader's
         epoch, checked (StaleLeaderError) and the runs inserted in one transaction. Else one
         transaction per INSERT_CHUNK runs (``transaction`` False: a single run, written in
-        autocommit on PostgreSQL)."""
+        autocommit on PostgreSQL), the ``closing_audit`` record in the last one."""
         if start_under is not None:
             (one,) = values
             triggered = self._backend.create_and_start(self._db, one, start_under, audit)
@@ -153,10 +159,14 @@ class RunCreationMixin(StoreBase):
                 raise_fence(conn, self._backend, fence, refuse=True)
                 return Created(insert_runs(conn, self._backend, values))
         made: Made = []
+        last = len(values) - 1
         for i in range(0, len(values), INSERT_CHUNK):
             chunk = values[i : i + INSERT_CHUNK]
             with self._write(_action(chunk, scheduled), transaction=transaction) as conn:
                 made += insert_runs(conn, self._backend, chunk)
+                if closing_audit is not None and i + INSERT_CHUNK > last:
+                    done = {"runs": len(made), "created": sum(new for _, new in made)}
+                    conn.execute(audit_insert(closing_audit, chunk[0]["dag_id"], None, **done))
         return Created(made)
 
 
