@@ -1,6 +1,6 @@
 """Runtime: what one process holds for running and triggering DAGs — settings (built once), the
 loaded dags folder, the results store, the lease keeper. The composition root
-(:func:`beatflow.app.create_app`) builds it and attaches it to the Celery app; everything else
+(:func:`beatflow.app.init_app`, on beatflow's own app or a user's) builds it and attaches it to the Celery app; everything else
 reaches it through :func:`runtime_of`.
 
 At run time this module imports no other beatflow package; it names the types it holds (the
@@ -101,5 +101,7 @@ def runtime_of(app: Celery) -> Runtime:
     """The Runtime the composition root attached to ``app``."""
     runtime = getattr(app, "beatflow", None)
     if not isinstance(runtime, Runtime):
-        raise TypeError(f"{app!r} was not built by beatflow.app.create_app (no Runtime attached)")
+        raise TypeError(
+            f"{app!r} has no beatflow Runtime attached; call beatflow.init_app(app) on it first"
+        )
     return runtime

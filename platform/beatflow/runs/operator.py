@@ -9,6 +9,7 @@ import logging
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
 
+from beatflow.dag import graph
 from beatflow.errors import BeatflowError, RunNotFoundError, RunStateError, UnknownTaskError
 from beatflow.runs.close import run_outcome
 from beatflow.runs.dispatch import dispatch_quietly, send_run
@@ -222,15 +223,7 @@ def downstream_of(dag: DAG, roots: Iterable[str]) -> set[str]:
     """Every task downstream of ``roots`` (their children, theirs, and so on), ``roots``
     excepted unless one is downstream of another: what a clear with ``downstream`` and a
     dead letter's replay run again."""
-    down = dag.downstream_map()
-    out: set[str] = set()
-    stack = list(roots)
-    while stack:
-        for child in down.get(stack.pop(), ()):
-            if child not in out:
-                out.add(child)
-                stack.append(child)
-    return out
+    return graph.descendants(dag, roots)
 
 
 def _dispatch(runtime: Runtime, dag_id: str) -> None:

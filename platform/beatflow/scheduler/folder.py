@@ -9,23 +9,16 @@ import threading
 import time
 from pathlib import Path
 
-from beatflow.dag.loader import DagBag, discover, load_dags
+from beatflow.dag.loader import DagBag, FolderVersion, folder_version, load_dags
 
 log = logging.getLogger(__name__)
 
-Signature = tuple[tuple[str, int, int], ...]
+Signature = FolderVersion
 
 
 def folder_signature(folder: Path) -> Signature:
     """(path, mtime, size) of every DAG module: the folder is re-imported only when it changes."""
-    out = []
-    for path in discover(folder):
-        try:
-            st = path.stat()
-        except OSError:
-            continue
-        out.append((str(path), st.st_mtime_ns, st.st_size))
-    return tuple(out)
+    return folder_version(folder)
 
 
 class FolderLoader:
