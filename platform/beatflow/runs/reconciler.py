@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 import redis
 from celery import Celery, signals
+from redis.exceptions import LockNotOwnedError
 
 from beatflow import connections, keys
 from beatflow.errors import BeatflowError, BrokerUnavailableError, DagNotFoundError
@@ -46,18 +47,6 @@ log = logging.getLogger(__name__)
 
 LEASE_KEY = keys.RECONCILER_LEASE
 EVENT = "beatflow-reconciler"
-_RENEW = """
-if redis.call('get', KEYS[1]) == ARGV[1] then
-    return redis.call('pexpire', KEYS[1], ARGV[2])
-end
-return 0
-"""
-_RELEASE = """
-if redis.call('get', KEYS[1]) == ARGV[1] then
-    return redis.call('del', KEYS[1])
-end
-return 0
-"""
 
 
 @dataclass
@@ -235,16 +224,24 @@ class Reconciler:
         # error is swallowed: no reconciler would run at all)
         self.redis = redis_client or connections.redis_client(settings.broker_url, timeout=5)
         self.token = uuid.uuid4().hex
+        # redis-py's Lock is the lease: taken with SET NX PX, renewed and released only by its
+        # token's holder (its own Lua scripts). Not thread-local: stop() releases it from the
+        # thread that stops the reconciler, not the one that took it.
+        self.lease = self.redis.lock(
+            LEASE_KEY, timeout=self.lease_ms / 1000, blocking=False, thread_local=False
+        )
         self.on_pass = on_pass
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
     def holds_lease(self) -> bool:
         """Renew the lease if this process holds it, else try to take it."""
-        renewed = self.redis.eval(_RENEW, 1, LEASE_KEY, self.token, self.lease_ms)
-        if renewed:
-            return True
-        return bool(self.redis.set(LEASE_KEY, self.token, nx=True, px=self.lease_ms))
+        if self.lease.local.token is not None:
+            try:
+                return bool(self.lease.reacquire())
+            except LockNotOwnedError:  # it lapsed (this process stalled): take it anew if free
+                self.lease.local.token = None
+        return bool(self.lease.acquire(token=self.token))
 
     def tick(self) -> PassReport | None:
         """One interval: a pass if this process holds the lease; None otherwise."""
@@ -280,7 +277,8 @@ class Reconciler:
         if self._thread is not None:
             self._thread.join(timeout)
         with contextlib.suppress(redis.RedisError):  # hand the lease over at once
-            self.redis.eval(_RELEASE, 1, LEASE_KEY, self.token)
+            if self.lease.local.token is not None:
+                self.lease.release()
 
     def _run(self) -> None:
         while not self._stop.wait(self.interval):
