@@ -7,6 +7,7 @@ BeatflowError
 │   └── DagDefinitionError   cycle, unknown dependency, duplicate id, bad schedule
 ├── DagNotFoundError         no DAG with that id is loaded
 ├── ConfError                a trigger's conf does not match the DAG's params
+├── JsonLimitError           JSON input over the size or nesting limit (also a ValueError)
 ├── InvalidIdError           a DAG, task or run id outside the safe character set or length
 ├── RunNotFoundError         no DAG run with that DAG id and run id
 ├── DeadLetterNotFoundError  no dead letter with that id
@@ -249,3 +250,11 @@ class MissingExtraError(BeatflowError):
             f"{purpose} needs the {extra!r} extra ({', '.join(self.missing)} not installed); "
             f"install it: pip install 'beatflow[{extra}]'"
         )
+
+
+class JsonLimitError(BeatflowError, ValueError):
+    """Raised when JSON input is over the size or nesting limit (checked before parsing)."""
+
+    def __init__(self, message: str, *, limit: int) -> None:
+        self.limit = limit
+        super().__init__(message)

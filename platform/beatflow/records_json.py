@@ -9,7 +9,7 @@ import re
 from datetime import datetime
 from typing import Any
 
-from beatflow.errors import BeatflowError
+from beatflow.errors import JsonLimitError
 
 
 def _iso(value: datetime | None) -> str | None:
@@ -76,14 +76,6 @@ MAX_JSON_BYTES = 64 * 1024
 # a JSON string (skipped whole, so brackets inside strings do not count; an unterminated one
 # runs to the end, and nothing backtracks: linear time whatever the input) or one bracket
 _TOKENS = re.compile(r'"(?:[^"\\]++|\\.)*+(?:"|\\?\Z)|[\[\]{}]', re.DOTALL)
-
-
-class JsonLimitError(BeatflowError, ValueError):
-    """Raised when JSON input is over the size or nesting limit (checked before parsing)."""
-
-    def __init__(self, message: str, *, limit: int) -> None:
-        self.limit = limit
-        super().__init__(message)
 
 
 def json_depth(text: str) -> int:

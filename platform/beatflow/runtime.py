@@ -1,7 +1,7 @@
 """Runtime: what one process holds for running and triggering DAGs — settings (built once), the
 loaded dags folder, the results store, the lease keeper. The composition root
-(:func:`beatflow.app.init_app`, on beatflow's own app or a user's) builds it and attaches it to the Celery app; everything else
-reaches it through :func:`runtime_of`.
+(:func:`beatflow.app.init_app`, on beatflow's own app or a user's) builds it and attaches it to
+the Celery app; everything else reaches it through :func:`runtime_of`.
 
 At run time this module imports no other beatflow package; it names the types it holds (the
 dags folder, the store) only for type checking, so it sits just above ``store`` and below every

@@ -12,8 +12,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from beatflow.errors import BeatflowError
-from beatflow.records_json import JsonLimitError, json_depth, loads_bounded
+from beatflow.errors import BeatflowError, JsonLimitError
+from beatflow.records_json import json_depth, loads_bounded
 
 JSON = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(),

@@ -14,7 +14,8 @@ from typing import Annotated, Any
 from fastapi import Request, Security
 from fastapi.security import APIKeyCookie, HTTPAuthorizationCredentials, HTTPBearer
 
-from beatflow.records_json import JsonLimitError, loads_bounded
+from beatflow.errors import JsonLimitError
+from beatflow.records_json import loads_bounded
 from beatflow.runtime import Runtime
 from beatflow.scheduler.folder import folder_signature
 from beatflow.web.auth import CSRF_HEADER, SAFE_METHODS, SESSION_COOKIE, Auth, Principal, csrf_ok
