@@ -13,7 +13,7 @@ from fastapi.responses import JSONResponse
 
 from beatflow.dag.model import DAG
 from beatflow.states import TASK_RUN_FINAL
-from beatflow.store import TaskRunRecord
+from beatflow.store import DagRunRecord, TaskRunRecord
 from beatflow.web import actions, views
 from beatflow.web.api.base import flower_link
 from beatflow.web.api.tasks import get_logs, get_task_run, get_tries
@@ -78,9 +78,10 @@ def fragment(name: str, **ctx: Any) -> str:
     return templates.get_template(name).render(**ctx)
 
 
-@router.get("/dags/{dag_id}/runs/{run_id}/live")
-def run_live(request: Request, who: PageUser, dag_id: str, run_id: str) -> JSONResponse:
-    """The run page's poll: the run's state and the task rows, drawn by the page's template."""
+def read_run(
+    request: Request, dag_id: str, run_id: str
+) -> tuple[DAG, DagRunRecord, list[TaskRunRecord]]:
+    """The DAG, the run and its task runs a run page (or its poll) draws; 404 for no such run."""
     check_id(dag_id, "DAG id")
     check_id(run_id, "run id")
     rt = runtime(request)
@@ -89,7 +90,13 @@ def run_live(request: Request, who: PageUser, dag_id: str, run_id: str) -> JSONR
         run = rt.store.get_dag_run(dag_id, run_id)
         if run is None:
             raise ApiError(404, f"no run {run_id!r} of DAG {dag_id!r}")
-        tasks = rt.store.get_task_runs(dag_id, run_id)
+        return dag, run, rt.store.get_task_runs(dag_id, run_id)
+
+
+@router.get("/dags/{dag_id}/runs/{run_id}/live")
+def run_live(request: Request, who: PageUser, dag_id: str, run_id: str) -> JSONResponse:
+    """The run page's poll: the run's state and the task rows, drawn by the page's template."""
+    dag, run, tasks = read_run(request, dag_id, run_id)
     rows, waiting, states = run_rows(dag, dag_id, run_id, tasks)
     body = views.run_json(run)
     return JSONResponse(

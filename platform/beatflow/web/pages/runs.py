@@ -17,7 +17,7 @@ from beatflow.web.api.letters import list_dead_letters
 from beatflow.web.api.runs import list_runs
 from beatflow.web.deps import runtime
 from beatflow.web.graph import render_svg
-from beatflow.web.limits import ApiError, check_id
+from beatflow.web.limits import check_id
 from beatflow.web.pages.base import (
     PageUser,
     back,
@@ -27,7 +27,7 @@ from beatflow.web.pages.base import (
     render,
     router,
 )
-from beatflow.web.pages.live import label, run_rows, task_context
+from beatflow.web.pages.live import label, read_run, run_rows, task_context
 
 AUDIT_ROWS = 20
 
@@ -60,15 +60,9 @@ def runs_page(
 
 @router.get("/dags/{dag_id}/runs/{run_id}")
 def run_page(request: Request, who: PageUser, dag_id: str, run_id: str) -> Response:
-    check_id(dag_id, "DAG id")
-    check_id(run_id, "run id")
+    dag, run, tasks = read_run(request, dag_id, run_id)
     rt = runtime(request)
     with actions.api_errors():
-        dag = rt.dag(dag_id)
-        run = rt.store.get_dag_run(dag_id, run_id)
-        if run is None:
-            raise ApiError(404, f"no run {run_id!r} of DAG {dag_id!r}")
-        tasks = rt.store.get_task_runs(dag_id, run_id)
         audit = rt.store.list_audit(dag_id, run_id, limit=AUDIT_ROWS)
     base = f"/dags/{quote(dag_id)}/runs/{quote(run_id, safe='')}"
     rows, waiting, states = run_rows(dag, dag_id, run_id, tasks)
