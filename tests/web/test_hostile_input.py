@@ -62,6 +62,22 @@ def test_a_deep_conf_in_the_trigger_form_is_a_400_page_naming_the_limit(web: Web
         c.close()
 
 
+def test_an_oversized_form_in_the_browser_is_a_413_page_with_the_way_back(web: WebServer) -> None:
+    c, csrf = login(web)
+    try:
+        conf = '{"pad": "' + "x" * 100_000 + '"}'
+        r = c.post(
+            "/dags/web_etl/trigger",
+            data={"csrf_token": csrf, "conf": conf},
+            headers={"accept": "text/html"},
+        )
+        assert r.status_code == 413
+        assert "text/html" in r.headers["content-type"]
+        assert "over the limit of" in r.text and 'href="/dags/web_etl"' in r.text
+    finally:
+        c.close()
+
+
 def test_a_body_of_whitespace_is_no_body(web: WebServer) -> None:
     with web.client() as c:
         for content_type in ("application/json", "text/plain"):

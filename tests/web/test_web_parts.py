@@ -362,8 +362,9 @@ def test_a_result_preview_is_capped_and_says_so() -> None:
 
     assert result_preview({"n": 1}) == {"preview": '{"n": 1}', "bytes": 8, "truncated": False}
     big = result_preview(["é" * 10_000])
-    assert big["truncated"] is True and big["bytes"] == 60_004  # \u00e9: 6 bytes of JSON
-    assert len(big["preview"].encode()) <= 4096
+    assert big["truncated"] is True and big["bytes"] == 20_004  # é as written: 2 bytes of UTF-8
+    assert len(big["preview"].encode()) <= 4096 and big["preview"].startswith('["ééé')
+    assert result_preview("café ✓ a<b & c")["preview"] == '"café ✓ a<b & c"'  # text as written
 
 
 def test_task_logs_are_pruned_with_their_run(tmp_path: Path) -> None:

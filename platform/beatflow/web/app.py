@@ -70,7 +70,10 @@ def create_web_app(settings: Settings, runtime: Runtime | None = None) -> FastAP
 
     add_error_handlers(app)
     app.add_middleware(SecurityHeaders)
-    app.add_middleware(BodyLimit, max_bytes=MAX_BODY_BYTES)  # outermost: before anything reads
+    # outermost: before anything reads
+    app.add_middleware(
+        BodyLimit, max_bytes=MAX_BODY_BYTES, html_page=pages.error_page, wants_html=_wants_html
+    )
     return app
 
 

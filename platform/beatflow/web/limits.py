@@ -5,8 +5,11 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from typing import Any
 
+from starlette.requests import Request
+from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 MAX_BODY_BYTES = 64 * 1024
@@ -44,11 +47,20 @@ def check_limit(limit: int) -> int:
 
 class BodyLimit:
     """ASGI middleware: 413 for a body over ``max_bytes`` (by Content-Length, or counted as it
-    streams in when the length is not declared)."""
+    streams in when the length is not declared). JSON for the API; a person's browser gets
+    ``html_page(request, 413, message)`` when one is given (the error page with the way back)."""
 
-    def __init__(self, app: ASGIApp, max_bytes: int = MAX_BODY_BYTES) -> None:
+    def __init__(
+        self,
+        app: ASGIApp,
+        max_bytes: int = MAX_BODY_BYTES,
+        html_page: Callable[[Request, int, str], Response] | None = None,
+        wants_html: Callable[[Request], bool] | None = None,
+    ) -> None:
         self.app = app
         self.max_bytes = max_bytes
+        self.html_page = html_page
+        self.wants_html = wants_html
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -61,7 +73,7 @@ class BodyLimit:
             except ValueError:
                 too_big = True
             if too_big:
-                await self._refuse(send)
+                await self._refuse(scope, send)
                 return
         seen = 0
         started = False
@@ -84,12 +96,16 @@ class BodyLimit:
             await self.app(scope, limited, watch)
         except _TooLarge:
             if not started:
-                await self._refuse(send)
+                await self._refuse(scope, send)
 
-    async def _refuse(self, send: Send) -> None:
-        body = json.dumps(
-            {"error": f"request body over the limit of {self.max_bytes} bytes", "status": 413}
-        ).encode()
+    async def _refuse(self, scope: Scope, send: Send) -> None:
+        message = f"request body over the limit of {self.max_bytes} bytes"
+        if self.html_page is not None and self.wants_html is not None:
+            request = Request(scope)
+            if self.wants_html(request):
+                await self.html_page(request, 413, message)(scope, _no_body, send)
+                return
+        body = json.dumps({"error": message, "status": 413}).encode()
         await send(
             {
                 "type": "http.response.start",
@@ -105,3 +121,7 @@ class BodyLimit:
 
 class _TooLarge(Exception):
     pass
+
+
+async def _no_body() -> Message:
+    return {"type": "http.disconnect"}

@@ -170,7 +170,7 @@ def grid(dag: DAG, runs: Sequence[DagRunRecord], tasks: Sequence[TaskRunRecord])
 
 
 def result_preview(value: Any, limit: int = RESULT_PREVIEW_BYTES) -> dict[str, Any]:
-    text = json.dumps(value, default=str)
+    text = json.dumps(value, default=str, ensure_ascii=False)  # text as written, not \u00e9
     size = len(text.encode())
     if size <= limit:
         return {"preview": text, "bytes": size, "truncated": False}
