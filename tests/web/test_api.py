@@ -339,6 +339,31 @@ def test_runs_are_listed_newest_first_with_filters_and_a_cursor(web: WebServer) 
         assert again.status_code == 201 and again.json()["state"] == "success"  # one run
 
 
+def test_runs_are_found_by_a_part_of_their_id_and_the_day_they_were_queued(
+    web: WebServer,
+) -> None:
+    with web.client() as c:
+        for run_id in ("find-me_1", "find-meX2", "other-3"):
+            trigger(c, "web_etl", run_id=run_id)
+        queued = trigger(c, "web_etl", run_id="find-me_1")["queued_at"]
+
+        def found(**params: str) -> list[str]:
+            r = c.get("/api/v1/runs", params={"dag_id": "web_etl", **params})
+            assert r.status_code == 200, r.text
+            return [run["run_id"] for run in r.json()["runs"]]
+
+        assert found(search="find-me") == ["find-meX2", "find-me_1"]
+        assert found(search="me_") == ["find-me_1"]  # _ is a character, not a wildcard
+        day = queued[:10]
+        assert set(found(search="-", since=day, until=day)) >= {"find-me_1", "other-3"}
+        assert found(search="-", until="2000-01-01") == []  # a bare date: through that day
+        assert found(search="-", since="2999-01-01T00:00Z") == []
+        bad = c.get("/api/v1/runs", params={"since": "yesterday"})
+        assert bad.status_code == 400 and "ISO date" in bad.json()["error"]
+        page = c.get("/runs", params={"dag_id": "web_etl", "search": "meX"})
+        assert page.status_code == 200 and "find-meX2" in page.text and "other-3" not in page.text
+
+
 def test_a_failed_task_shows_its_error_traceback_and_logs(web: WebServer) -> None:
     with web.client() as c:
         run = trigger(c, "web_etl", conf={"fail_first": True})

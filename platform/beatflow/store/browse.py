@@ -31,12 +31,23 @@ class BrowseMixin(StoreBase):
         *,
         state: str | None = None,
         trigger: str | None = None,
+        run_id_contains: str | None = None,
+        queued_since: datetime | None = None,
+        queued_until: datetime | None = None,
         before: int | None = None,
         limit: int = 50,
     ) -> tuple[list[DagRunRecord], int | None]:
         """DAG runs newest first, at most ``limit``; ``before`` is the cursor a previous page
-        returned. Returns ``(runs, next_cursor)`` (None on the last page)."""
+        returned. Returns ``(runs, next_cursor)`` (None on the last page). ``run_id_contains``
+        matches literally (``%`` and ``_`` are not wildcards); ``queued_since`` is inclusive,
+        ``queued_until`` exclusive."""
         query = sa.select(dag_runs).order_by(dag_runs.c.id.desc()).limit(max(1, limit) + 1)
+        if run_id_contains:
+            query = query.where(dag_runs.c.run_id.contains(run_id_contains, autoescape=True))
+        if queued_since is not None:
+            query = query.where(dag_runs.c.queued_at >= queued_since)
+        if queued_until is not None:
+            query = query.where(dag_runs.c.queued_at < queued_until)
         if dag_id is not None:
             query = query.where(dag_runs.c.dag_id == dag_id)
         if state is not None:

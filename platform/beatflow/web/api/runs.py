@@ -3,12 +3,14 @@
 
 from __future__ import annotations
 
+from datetime import datetime, timedelta
 from typing import Any
 
 from fastapi import Query, Request
 
 from beatflow.states import DagRunState
 from beatflow.store.records import TRIGGERS
+from beatflow.times import parse_instant
 from beatflow.web import actions, models, views
 from beatflow.web.api.base import CONFLICT, TOO_LARGE, ApiUser, dag_of, router, run_of
 from beatflow.web.deps import conf_from, runtime
@@ -30,6 +32,25 @@ def _check_filters(state: str | None, trigger: str | None) -> None:
         raise ApiError(400, f"unknown trigger {trigger!r}; expected one of {sorted(TRIGGERS)}")
 
 
+def queued_bound(text: str | None, name: str, *, end_of_day: bool = False) -> datetime | None:
+    """``since``/``until`` as a UTC instant: an ISO date or date-time (UTC unless it has an
+    offset); a bare date as ``until`` takes in that whole day."""
+    if not text:
+        return None
+    try:
+        instant = parse_instant(text)
+    except ValueError:
+        raise ApiError(
+            400, f"{name} must be an ISO date or date-time (2026-12-06 or 2026-12-06T08:00Z)"
+        ) from None
+    return instant + timedelta(days=1) if end_of_day and len(text) == 10 else instant
+
+
+SEARCH = Query(None, max_length=250, description="part of the run id (matched literally)")
+SINCE = Query(None, max_length=40, description="queued at or after (ISO date or date-time)")
+UNTIL = Query(None, max_length=40, description="queued before (a bare date: through that day)")
+
+
 @router.get("/runs", response_model=models.RunPage)
 def list_runs(
     request: Request,
@@ -38,14 +59,27 @@ def list_runs(
     trigger: str | None = Query(None, max_length=50),
     cursor: int | None = Query(None, ge=1, lt=2**63, description="next_cursor of the last page"),
     limit: int = Query(50, ge=1, le=200),
+    search: str | None = SEARCH,
+    since: str | None = SINCE,
+    until: str | None = UNTIL,
 ) -> dict[str, Any]:
-    """DAG runs newest first, filtered by DAG, state, trigger; keyset-paginated."""
+    """DAG runs newest first, filtered by DAG, state, trigger, a part of the run id and the
+    time they were queued; keyset-paginated."""
     if dag_id is not None:
         dag_of(request, dag_id)
     _check_filters(state, trigger)
+    since_at = queued_bound(since, "since")
+    until_at = queued_bound(until, "until", end_of_day=True)
     with actions.api_errors():
         runs, next_cursor = runtime(request).store.page_dag_runs(
-            dag_id, state=state, trigger=trigger, before=cursor, limit=check_limit(limit)
+            dag_id,
+            state=state,
+            trigger=trigger,
+            run_id_contains=search or None,
+            queued_since=since_at,
+            queued_until=until_at,
+            before=cursor,
+            limit=check_limit(limit),
         )
     return {"runs": [views.run_json(r) for r in runs], "next_cursor": next_cursor}
 
@@ -58,9 +92,12 @@ def list_dag_runs(
     trigger: str | None = Query(None, max_length=50),
     cursor: int | None = Query(None, ge=1, lt=2**63),
     limit: int = Query(50, ge=1, le=200),
+    search: str | None = SEARCH,
+    since: str | None = SINCE,
+    until: str | None = UNTIL,
 ) -> dict[str, Any]:
     """The DAG's runs newest first (as /runs?dag_id=)."""
-    return list_runs(request, dag_id, state, trigger, cursor, limit)
+    return list_runs(request, dag_id, state, trigger, cursor, limit, search, since, until)
 
 
 @router.post("/dags/{dag_id}/runs", status_code=201, response_model=models.DagRun, responses=VERB)

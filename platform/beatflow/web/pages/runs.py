@@ -4,7 +4,7 @@ their replay."""
 from __future__ import annotations
 
 from typing import Any
-from urllib.parse import quote
+from urllib.parse import quote, urlencode
 
 from fastapi import Form, Query, Request
 from fastapi.responses import Response
@@ -40,10 +40,17 @@ def runs_page(
     state: str | None = Query(None, max_length=20),
     trigger: str | None = Query(None, max_length=20),
     cursor: int | None = Query(None, ge=1),
+    search: str | None = Query(None, max_length=250),
+    since: str | None = Query(None, max_length=40),
+    until: str | None = Query(None, max_length=40),
 ) -> Response:
     if dag_id:
         check_id(dag_id, "DAG id")
-    data = list_runs(request, dag_id or None, state or None, trigger or None, cursor, 50)
+    data = list_runs(
+        request, dag_id or None, state or None, trigger or None, cursor, 50, search, since, until
+    )
+    filters = {"dag_id": dag_id, "state": state, "trigger": trigger}
+    filters |= {"search": search, "since": since, "until": until}
     return render(
         request,
         "runs.html",
@@ -51,6 +58,10 @@ def runs_page(
         dag_id=dag_id or "",
         state=state or "",
         trigger=trigger or "",
+        search=search or "",
+        since=since or "",
+        until=until or "",
+        query=urlencode({k: v for k, v in filters.items() if v}),
         states=[s.value for s in DagRunState],
         triggers=sorted(TRIGGERS),
         dag_ids=sorted(runtime(request).dagbag.dags),
