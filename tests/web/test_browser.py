@@ -198,6 +198,10 @@ def test_the_dag_page_shows_every_run_in_the_grid(
     page.goto(web.url + "/dags/web_etl")  # type: ignore[attr-defined]
     runs = page.locator("table.grid thead a.sq").count()  # type: ignore[attr-defined]
     assert runs >= 2
+    dates = page.locator("table.grid tr.dates time")  # type: ignore[attr-defined]
+    assert dates.count() == runs  # each column dated, short, the whole date in its title
+    assert re.fullmatch(r"\d\d-\d\d \d\d:\d\d", dates.first.inner_text())
+    assert dates.first.get_attribute("title").endswith("UTC")
     assert page.locator("table.grid tbody tr").count() == 3  # type: ignore[attr-defined]
     shot(page, tmp_path, "web-ui")
 

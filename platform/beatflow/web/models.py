@@ -159,6 +159,7 @@ class DagDetail(DagBase):
 class GridRun(Model):
     run_id: str
     state: str
+    when: str | None = Field(None, description="the run's logical date, else when it was queued")
 
 
 class GridRow(Model):

@@ -161,7 +161,10 @@ def grid(dag: DAG, runs: Sequence[DagRunRecord], tasks: Sequence[TaskRunRecord])
     ordered = list(reversed(runs))
     states = {r.run_id: task_states(by_run.get(r.run_id, [])) for r in ordered}
     return {
-        "runs": [{"run_id": r.run_id, "state": r.state} for r in ordered],
+        "runs": [
+            {"run_id": r.run_id, "state": r.state, "when": _iso(r.logical_date or r.queued_at)}
+            for r in ordered
+        ],
         "tasks": [
             {"task_id": tid, "states": [states[r.run_id].get(tid, "none") for r in ordered]}
             for tid in dag.topological_order()

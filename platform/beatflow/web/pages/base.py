@@ -24,9 +24,10 @@ STATIC_TYPES = {".css": "text/css", ".js": "text/javascript", ".svg": "image/svg
 templates = Jinja2Templates(directory=str(HERE / "templates"))  # autoescapes .html
 
 
-def utc_text(iso: str | datetime | None, ms: bool = False) -> str:
+def utc_text(iso: str | datetime | None, ms: bool = False, short: bool = False) -> str:
     """Every date the pages show, one way: ``YYYY-MM-DD HH:MM:SS UTC`` (the page's toggle
-    rewrites it to local time from the <time> element's datetime)."""
+    rewrites it to local time from the <time> element's datetime); ``short``, where room is
+    scarce (the grid's columns), ``MM-DD HH:MM`` with the whole date in the element's title."""
     if not iso:
         return "–"
     try:
@@ -36,6 +37,8 @@ def utc_text(iso: str | datetime | None, ms: bool = False) -> str:
     if value.tzinfo is None:
         value = value.replace(tzinfo=UTC)
     value = value.astimezone(UTC)
+    if short:
+        return value.strftime("%m-%d %H:%M")
     fraction = f".{value.microsecond // 1000:03d}" if ms else ""
     return value.strftime("%Y-%m-%d %H:%M:%S") + fraction + " UTC"
 

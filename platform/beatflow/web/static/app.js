@@ -89,7 +89,8 @@
   }
   // dates: written as UTC by the server; the header's toggle shows them in local time too
   function pad(n) { return (n < 10 ? "0" : "") + n; }
-  function localText(d) {
+  function localText(d, short) {
+    if (short) { return pad(d.getMonth() + 1) + "-" + pad(d.getDate()) + " " + pad(d.getHours()) + ":" + pad(d.getMinutes()); }
     var off = -d.getTimezoneOffset(), sign = off < 0 ? "-" : "+";
     off = Math.abs(off);
     return d.getFullYear() + "-" + pad(d.getMonth() + 1) + "-" + pad(d.getDate()) + " " +
@@ -101,7 +102,10 @@
     document.querySelectorAll("time[datetime]").forEach(function (el) {
       if (!el.hasAttribute("data-utc")) { el.setAttribute("data-utc", el.textContent); }
       var d = new Date(el.getAttribute("datetime"));
-      el.textContent = local && !isNaN(d) ? localText(d) : el.getAttribute("data-utc");
+      var short = el.hasAttribute("data-short");
+      el.textContent = local && !isNaN(d) ? localText(d, short) : el.getAttribute("data-utc");
+      if (short && !el.hasAttribute("data-utc-title")) { el.setAttribute("data-utc-title", el.title); }
+      if (short && !isNaN(d)) { el.title = local ? localText(d, false) : el.getAttribute("data-utc-title"); }
     });
     var button = document.getElementById("tz-toggle");
     if (button) { button.textContent = local ? "local time" : "UTC"; button.hidden = false; }
