@@ -202,6 +202,10 @@ def test_the_dag_page_shows_every_run_in_the_grid(
     assert dates.count() == runs  # each column dated, short, the whole date in its title
     assert re.fullmatch(r"\d\d-\d\d \d\d:\d\d", dates.first.inner_text())
     assert dates.first.get_attribute("title").endswith("UTC")
+    bars = page.locator("table.grid tr.durations rect.dbar")  # type: ignore[attr-defined]
+    heights = [b.bounding_box()["height"] for b in bars.all()]
+    assert len(heights) == runs and max(heights) == 44  # durations across runs, to scale
+    assert all(h >= 2 for h in heights)  # every finished run has a visible bar
     assert page.locator("table.grid tbody tr").count() == 3  # type: ignore[attr-defined]
     shot(page, tmp_path, "web-ui")
 

@@ -93,6 +93,14 @@ def test_map_instances_appear_as_created_and_rows_keep_every_column(
         assert cells.locator(".worker").inner_text() not in ("", "–")  # type: ignore[attr-defined]
         assert cells.locator(".try").inner_text() == "1"  # type: ignore[attr-defined]
         assert cells.locator(".started time[datetime]").count() == 1  # type: ignore[attr-defined]
+    # the timeline follows too: a bar per started task run, the running one still growing
+    bar = '#gantt .gantt-row:has(a[href$="/tasks/hold"]) .gantt-bar.running'
+    page.locator(bar).wait_for(timeout=LIVE_MS)  # type: ignore[attr-defined]
+    labels = page.locator("#gantt .gantt-label").all_inner_texts()  # type: ignore[attr-defined]
+    assert {"step[0]", "step[1]", "collect", "hold"} <= set(labels)
+    track = page.locator("#gantt .gantt-track").first.bounding_box()["width"]  # type: ignore[attr-defined]
+    first = page.locator("#gantt .gantt-bar").first.bounding_box()  # type: ignore[attr-defined]
+    assert 0 < first["width"] < track  # drawn to scale inside its track
     assert same_page(page)
     shot(page, tmp_path, "live-rows")
 

@@ -392,3 +392,24 @@ def test_the_apps_openapi_is_the_document_it_serves_without_422s(tmp_path: Path)
     operations = [op for item in doc["paths"].values() for op in item.values()]
     assert len(operations) >= 20
     assert all("400" in op["responses"] and "422" not in op["responses"] for op in operations)
+
+
+def test_the_timeline_puts_every_started_task_run_on_one_axis() -> None:
+    from datetime import UTC, datetime, timedelta
+
+    from beatflow.web.gantt import MIN_WIDTH, bars
+
+    t0 = datetime(2026, 12, 6, 8, 0, tzinfo=UTC)
+
+    def row(label: str, start: int | None, end: int | None) -> dict[str, object]:
+        at = lambda s: None if s is None else (t0 + timedelta(seconds=s)).isoformat()  # noqa: E731
+        return {"label": label, "state": "x", "started_at": at(start), "ended_at": at(end)}
+
+    rows = [row("a", 0, 10), row("b", 10, 40), row("c", 30, None), row("wait", None, None)]
+    chart = bars(rows, now=t0 + timedelta(seconds=100))
+    assert chart["span"] == 100.0  # from the first start to now, where c still runs
+    got = {b["label"]: (b["offset"], b["width"], b["running"]) for b in chart["bars"]}
+    assert got == {"a": (0.0, 10.0, False), "b": (10.0, 30.0, False), "c": (30.0, 70.0, True)}
+    tiny = bars([row("a", 0, 0), row("b", 0, 50)], now=t0)["bars"][0]
+    assert tiny["width"] == MIN_WIDTH and tiny["seconds"] == 0.0  # still visible
+    assert bars([row("wait", None, None)], now=t0) == {"span": 0.0, "bars": []}

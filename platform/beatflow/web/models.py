@@ -160,6 +160,8 @@ class GridRun(Model):
     run_id: str
     state: str
     when: str | None = Field(None, description="the run's logical date, else when it was queued")
+    duration_seconds: float | None = None
+    height: int = Field(0, description="the duration bar in pixels (44: the longest run shown)")
 
 
 class GridRow(Model):

@@ -160,9 +160,16 @@ def grid(dag: DAG, runs: Sequence[DagRunRecord], tasks: Sequence[TaskRunRecord])
         by_run.setdefault(t.run_id, []).append(t)
     ordered = list(reversed(runs))
     states = {r.run_id: task_states(by_run.get(r.run_id, [])) for r in ordered}
+    longest = max((r.duration_seconds or 0.0 for r in ordered), default=0.0)
     return {
         "runs": [
-            {"run_id": r.run_id, "state": r.state, "when": _iso(r.logical_date or r.queued_at)}
+            {
+                "run_id": r.run_id,
+                "state": r.state,
+                "when": _iso(r.logical_date or r.queued_at),
+                "duration_seconds": r.duration_seconds,
+                "height": _bar_height(r.duration_seconds, longest),
+            }
             for r in ordered
         ],
         "tasks": [
@@ -170,6 +177,16 @@ def grid(dag: DAG, runs: Sequence[DagRunRecord], tasks: Sequence[TaskRunRecord])
             for tid in dag.topological_order()
         ],
     }
+
+
+BAR_PX = 44  # the tallest duration bar over the grid's columns
+
+
+def _bar_height(seconds: float | None, longest: float) -> int:
+    """A run's duration as a bar over the grid's column, in pixels (the longest shown: 44)."""
+    if not seconds or longest <= 0:
+        return 0
+    return max(2, round(seconds / longest * BAR_PX))
 
 
 def result_preview(value: Any, limit: int = RESULT_PREVIEW_BYTES) -> dict[str, Any]:

@@ -12,7 +12,8 @@ from fastapi.responses import Response
 from beatflow.states import DagRunState
 from beatflow.store import TaskRunRecord
 from beatflow.store.records import TRIGGERS, AuditRecord
-from beatflow.web import actions, views
+from beatflow.times import utc_now
+from beatflow.web import actions, gantt, views
 from beatflow.web.api.letters import list_dead_letters
 from beatflow.web.api.runs import list_runs
 from beatflow.web.deps import runtime
@@ -88,6 +89,7 @@ def run_page(request: Request, who: PageUser, dag_id: str, run_id: str) -> Respo
         svg=render_svg(dag, states, links),
         rows=rows,
         waiting=waiting,
+        gantt=gantt.bars(rows, utc_now()),
         base=base,
         live_url=f"{base}/live",
         active=run.state in ("queued", "running"),

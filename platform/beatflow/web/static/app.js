@@ -41,6 +41,8 @@
         lastRows = status.rows;
         showTimes(localTime);
       }
+      var chart = document.getElementById("gantt");
+      if (chart && status.gantt) { chart.innerHTML = status.gantt; }
       if (status.final) { window.location.reload(); return false; }
       return true;
     });
