@@ -40,6 +40,7 @@ help:
 	@echo "make bench        run every bench/bench_*.py"
 	@echo "make docs         build the docs site into build/site (mkdocs build --strict)"
 	@echo "make image       build the container image with Podman (localhost/beatflow:local; no registry needed)"
+	@echo "make screenshot   retake docs/web-ui.png (the README's picture) from the browser tests, in headless Chromium"
 	@echo "make sync-rules   regenerate the alert-rule copies (k8s, Helm) from the rule files"
 	@echo "make clean        remove caches and the embedded stack's state (.beatflow/); keeps $(VENV)"
 
@@ -134,6 +135,14 @@ bench: install
 	@set -e; shopt -s nullglob; files=(bench/bench_*.py); \
 	if [ $${#files[@]} -eq 0 ]; then echo "no bench/bench_*.py yet"; exit 0; fi; \
 	for f in "$${files[@]}"; do echo "== $$f"; $(BIN)/python "$$f"; done
+
+# The README's picture is a screenshot the browser tests take (tests/web/test_browser.py,
+# "web-ui"), never one from a development machine: no path of this checkout is on it.
+.PHONY: screenshot
+screenshot: install deps-system
+	rm -rf build/screenshots
+	BEATFLOW_SCREENSHOTS_DIR=build/screenshots $(BIN)/pytest -n 0 -q tests/web/test_browser.py
+	cp build/screenshots/web-ui.png docs/web-ui.png
 
 sync-rules: install
 	$(BIN)/python -m deploy.rules

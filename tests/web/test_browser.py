@@ -86,7 +86,8 @@ def test_the_dag_list_graph_grid_and_a_run_triggered_with_conf(
 ) -> None:
     text = page.inner_text("main")  # type: ignore[attr-defined]
     assert "web_etl" in text and "every day at 02:30" in text
-    assert "broken_web.py" in page.inner_text("section.broken")  # type: ignore[attr-defined]
+    broken = page.inner_text("section.broken")  # type: ignore[attr-defined]
+    assert "dags/broken_web.py:3" in broken and str(Path.cwd().resolve()) not in broken
     shot(page, tmp_path, "dags")
     page.click("text=web_etl")  # type: ignore[attr-defined]
     page.fill("textarea[name=conf]", '{"rows": "five"}')  # type: ignore[attr-defined]
@@ -206,6 +207,10 @@ def test_the_dag_page_shows_every_run_in_the_grid(
     heights = [b.bounding_box()["height"] for b in bars.all()]
     assert len(heights) == runs and max(heights) == 44  # durations across runs, to scale
     assert all(h >= 2 for h in heights)  # every finished run has a visible bar
+    # the README's picture: no path of the machine the test ran on is shown
+    shown = page.inner_text("main")  # type: ignore[attr-defined]
+    assert str(Path(__file__).resolve().parents[2]) not in shown
+    assert "dags/web_ui.py:" in shown
     assert page.locator("table.grid tbody tr").count() == 3  # type: ignore[attr-defined]
     shot(page, tmp_path, "web-ui")
 

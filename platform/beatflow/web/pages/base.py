@@ -13,6 +13,7 @@ from urllib.parse import quote, urlsplit
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from fastapi.templating import Jinja2Templates
+from jinja2 import pass_context
 
 from beatflow.web.auth import Principal, csrf_ok
 from beatflow.web.deps import auth_of
@@ -44,6 +45,22 @@ def utc_text(iso: str | datetime | None, ms: bool = False, short: bool = False) 
 
 
 templates.env.filters["utc"] = utc_text
+
+
+@pass_context
+def in_dags_folder(ctx: Any, path: str | None) -> str:
+    """A DAG file's path as its author knows it: inside the dags folder, from the folder's
+    name (``dags/etl.py``); any other path as it is."""
+    if not path:
+        return ""
+    try:
+        folder = ctx["request"].app.state.runtime.settings.dags_path.resolve()
+        return str(Path(folder.name) / Path(path).resolve().relative_to(folder))
+    except (KeyError, AttributeError, ValueError, OSError):
+        return path
+
+
+templates.env.filters["in_dags"] = in_dags_folder
 templates.env.filters["json_text"] = lambda value: json.dumps(value, ensure_ascii=False)
 
 router = APIRouter(include_in_schema=False)
