@@ -26,6 +26,7 @@ from beatflow.states import DagRunState, TaskRunState
 log = logging.getLogger(__name__)
 
 TERMINAL = frozenset({"task-succeeded", "task-failed", "task-rejected", "task-revoked"})
+HELD = frozenset({"task-received", "task-started"})
 # The series created at zero for every DAG and task (the first increase must be visible); the
 # others appear when first counted.
 ZERO_TASK_RUN_STATES = (TaskRunState.SUCCESS, TaskRunState.UP_FOR_RETRY, TaskRunState.FAILED)
@@ -43,6 +44,7 @@ def exception_name(text: Any) -> str:
 class _TaskInfo:
     name: str
     queue: str
+    worker: str = ""  # set while a worker holds the message (received, not finished)
 
 
 @dataclass(slots=True)
@@ -173,6 +175,10 @@ class EventHandler:
             queue = event.get("queue") or event.get("routing_key")
             if kind == "task-sent" and queue:
                 info.queue = str(queue)
+            if kind in HELD:
+                info.worker = _s(event.get("hostname"))
+            elif kind == "task-retried":  # the retry is a new message, waiting in the queue
+                info.worker = ""
             if kind in TERMINAL:
                 self._tasks.pop(uuid, None)
             return info
@@ -188,12 +194,31 @@ class EventHandler:
         self.metrics.task_events["task-failed"].labels(exception="", **labels)
         self.metrics.task_events["task-retried"].labels(**labels)
 
+    def in_flight(self) -> dict[str, int]:
+        """Messages held by live workers (received or running, not finished), by queue: the
+        part of the backlog a broker without kombu's unacked hash (RabbitMQ over AMQP) cannot
+        report. A worker that goes offline or silent releases its messages (the broker
+        redelivers them, and they count as waiting again)."""
+        out: dict[str, int] = {}
+        with self._lock:
+            for info in self._tasks.values():
+                if info.worker:
+                    out[info.queue] = out.get(info.queue, 0) + 1
+        return out
+
+    def _release(self, hostnames: Iterable[str]) -> None:
+        gone = set(hostnames)
+        for info in self._tasks.values():
+            if info.worker in gone:
+                info.worker = ""
+
     def _worker_event(self, kind: str, event: Mapping[str, Any]) -> None:
         hostname = _s(event.get("hostname"))
         m = self.metrics
         if kind == "worker-offline":
             with self._lock:
                 self._workers.pop(hostname, None)
+                self._release((hostname,))
             m.worker_up.labels(hostname=hostname).set(0)
             m.worker_tasks_active.labels(hostname=hostname).set(0)
             return
@@ -218,6 +243,7 @@ class EventHandler:
             ]
             for name in gone:
                 del self._workers[name]
+            self._release(gone)
         for name in gone:
             log.warning(
                 "worker %s sent no heartbeat for %.0fs; marking it down",

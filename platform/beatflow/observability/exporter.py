@@ -1,5 +1,6 @@
-"""The exporter process: follows Celery's event stream, polls Redis (queues, backlog, beat leader)
-and the results database (runs, dead letters, stuck task runs, SLA misses) on their own threads,
+"""The exporter process: follows Celery's event stream, polls the broker (queues, backlog: Redis,
+or RabbitMQ through passive declares), Redis (beat leader) and the results database (runs, dead
+letters, stuck task runs, SLA misses) on their own threads,
 and serves ``/metrics`` and ``/healthz``. A source that fails is marked down by
 ``beatflow_exporter_source_up`` and retried; the process keeps serving."""
 
@@ -17,7 +18,7 @@ from celery import Celery
 from beatflow import connections, keys
 from beatflow.dag.loader import load_dags
 from beatflow.dag.model import DAG
-from beatflow.observability import broker
+from beatflow.observability import broker, rabbitmq
 from beatflow.observability.celery_events import EventFollower, EventHandler
 from beatflow.observability.http import make_server
 from beatflow.observability.metrics import Metrics
@@ -75,6 +76,10 @@ class Exporter:
         self._loop_age_instances: set[str] = set()
         self._server: ThreadingHTTPServer | None = None
         self._poller: ResultsPoller | None = None
+        self.rabbitmq = rabbitmq.QueueReader(app) if rabbitmq.is_amqp(settings.broker_url) else None
+        self.sources = ("events", "redis", "database") + (("rabbitmq",) if self.rabbitmq else ())
+        if self.rabbitmq is not None:
+            self.metrics.source_up.labels(source="rabbitmq").set(0)
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -82,6 +87,10 @@ class Exporter:
         self._reload_dags()
         self.follower.start()
         self._spawn("beatflow-redis-poll", self.redis_interval, self.poll_redis, "redis")
+        if self.rabbitmq is not None:
+            self._spawn(
+                "beatflow-rabbitmq-poll", self.redis_interval, self.poll_rabbitmq, "rabbitmq"
+            )
         self._spawn("beatflow-db-poll", self.db_interval, self.poll_database, "database")
 
     def serve(self, host: str = "0.0.0.0", port: int | None = None) -> ThreadingHTTPServer:
@@ -106,6 +115,8 @@ class Exporter:
             self._server.server_close()
         for thread in self._threads:
             thread.join(5)
+        if self.rabbitmq is not None:
+            self.rabbitmq.close()
         if self._store is not None:
             self._store.close()
         self.app.close()
@@ -119,7 +130,7 @@ class Exporter:
         registry = self.metrics.registry
         sources = {
             s: int(registry.get_sample_value("beatflow_exporter_source_up", {"source": s}) or 0)
-            for s in ("events", "redis", "database")
+            for s in self.sources
         }
         return all(threads), {"threads_alive": all(threads), "sources": sources}
 
@@ -166,6 +177,24 @@ class Exporter:
 
     def poll_redis(self) -> None:
         self.handler.sweep_workers()
+        if self.rabbitmq is None:
+            self._poll_redis_queues()
+        self._poll_leader()
+
+    def poll_rabbitmq(self) -> None:
+        """Queue gauges from RabbitMQ: ready messages (passive declare), consumers, and the
+        backlog as ready + held by workers (from events; AMQP does not count unacked)."""
+        assert self.rabbitmq is not None
+        readings = self.rabbitmq.read(self.settings.queues)
+        flying = self.handler.in_flight()
+        for queue, reading in readings.items():
+            self.metrics.queue_length.labels(queue_name=queue).set(reading.messages)
+            self.metrics.active_consumers.labels(queue_name=queue).set(reading.consumers)
+            self.metrics.queue_backlog.labels(queue_name=queue).set(
+                reading.messages + flying.get(queue, 0)
+            )
+
+    def _poll_redis_queues(self) -> None:
         if self._broker_redis is None:
             self._broker_redis = redis_client(self.settings.broker_url)
         client = self._broker_redis
@@ -177,7 +206,6 @@ class Exporter:
             self.metrics.queue_backlog.labels(queue_name=queue).set(
                 lengths[queue] + flying.get(queue, 0)
             )
-        self._poll_leader()
 
     def _beat_client(self) -> redis.Redis:
         if self._beat_redis is None:

@@ -28,7 +28,7 @@ TASK_EVENT_COUNTERS = {
     ),
 }
 TASK_LABELS = ("name", "hostname", "queue_name")
-SOURCES = ("events", "redis", "database")
+SOURCES = ("events", "redis", "database")  # + "rabbitmq" when the broker is RabbitMQ
 
 # Fewer buckets than the client's default 15: with one series per task and worker, every bucket
 # costs thousands of samples per scrape at 1,000 DAGs.
@@ -73,7 +73,13 @@ class Metrics:
         )
         self.queue_backlog = Gauge(
             "beatflow_queue_backlog",
-            "Work not done yet per queue: waiting in Redis + reserved by workers + running.",
+            "Work not done yet per queue: waiting in the broker + reserved by workers + running.",
+            ["queue_name"],
+            registry=r,
+        )
+        self.active_consumers = Gauge(
+            "celery_active_consumer_count",
+            "The number of active consumers in the broker queue (RabbitMQ only).",
             ["queue_name"],
             registry=r,
         )

@@ -202,3 +202,29 @@ def test_a_closing_tasks_outcome_counts_its_dag_run_too() -> None:
     assert value(h, "beatflow_dag_run_duration_seconds_count", dag="etl") == 1
     assert value(h, "beatflow_dag_run_duration_seconds_bucket", dag="etl", le="30.0") == 1
     assert value(h, "beatflow_dag_run_duration_seconds_bucket", dag="etl", le="5.0") == 0
+
+
+def test_messages_held_by_a_worker_count_in_flight_until_done_retried_or_the_worker_gone() -> None:
+    clock = Clock()
+    h = _handler(clock)
+    for uuid, queue in (("u1", "io"), ("u2", "io"), ("u3", "default"), ("u4", "io")):
+        h.handle({"type": "task-sent", "uuid": uuid, "name": "etl.load", "queue": queue})
+    assert h.in_flight() == {}  # waiting in the broker: the broker counts those
+    h.handle({"type": "worker-online", "hostname": "w1@a", "freq": 2.0})
+    h.handle({"type": "worker-online", "hostname": "w2@b", "freq": 2.0})
+    h.handle({"type": "task-received", "uuid": "u1", "hostname": "w1@a"})
+    h.handle({"type": "task-received", "uuid": "u2", "hostname": "w1@a"})
+    h.handle({"type": "task-started", "uuid": "u2", "hostname": "w1@a"})
+    h.handle({"type": "task-received", "uuid": "u3", "hostname": "w2@b"})
+    h.handle({"type": "task-received", "uuid": "u4", "hostname": "w2@b"})
+    assert h.in_flight() == {"io": 3, "default": 1}
+    h.handle({"type": "task-succeeded", "uuid": "u2", "hostname": "w1@a", "runtime": 0.1})
+    h.handle({"type": "task-retried", "uuid": "u1", "hostname": "w1@a"})
+    assert h.in_flight() == {"io": 1, "default": 1}
+    h.handle({"type": "worker-offline", "hostname": "w2@b"})  # RabbitMQ redelivers its messages
+    assert h.in_flight() == {}
+    h.handle({"type": "task-received", "uuid": "u1", "hostname": "w1@a"})  # the retry arrives
+    assert h.in_flight() == {"io": 1}
+    clock.now += 60  # w1 went silent: swept, its message is released too
+    assert h.sweep_workers() == ["w1@a"]
+    assert h.in_flight() == {}

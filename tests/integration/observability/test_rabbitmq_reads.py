@@ -1,0 +1,107 @@
+"""What the exporter reads from a real RabbitMQ over AMQP (no management plugin): a queue's ready
+messages from a passive declare (every priority in one count; delivered-but-unacked excluded),
+its consumers, and an undeclared queue as empty. Queue names are unique per test and expire, so
+parallel runs on the shared broker do not see each other's messages."""
+
+from __future__ import annotations
+
+import os
+import socket
+import uuid
+from collections.abc import Iterator
+from urllib.parse import urlsplit
+
+import pytest
+from celery import Celery
+from kombu import Connection, Consumer, Exchange, Queue
+
+from beatflow.observability.rabbitmq import QueueReader, QueueReading, is_amqp
+
+RABBITMQ_URL = os.environ.get("BEATFLOW_TEST_RABBITMQ_URL", "amqp://guest:guest@127.0.0.1:5672//")
+
+
+def _reachable(url: str) -> bool:
+    parts = urlsplit(url)
+    try:
+        with socket.create_connection((parts.hostname or "127.0.0.1", parts.port or 5672), 2):
+            return True
+    except OSError:
+        return False
+
+
+@pytest.fixture
+def rabbitmq_url() -> str:
+    if not _reachable(RABBITMQ_URL):
+        pytest.skip(f"no RabbitMQ at {RABBITMQ_URL} (set BEATFLOW_TEST_RABBITMQ_URL)")
+    return RABBITMQ_URL
+
+
+@pytest.fixture
+def names() -> Iterator[tuple[str, str, str]]:
+    tag = uuid.uuid4().hex[:10]
+    yield (f"bf-exp-{tag}-a", f"bf-exp-{tag}-b", f"bf-exp-{tag}-never")
+
+
+def _queue(name: str) -> Queue:
+    # durable and priority-declared as beatflow's queues are; x-expires cleans up after a crash
+    return Queue(
+        name,
+        Exchange(name, type="direct"),
+        routing_key=name,
+        durable=True,
+        queue_arguments={"x-max-priority": 10, "x-expires": 120_000},
+    )
+
+
+def test_the_url_schemes_of_rabbitmq_are_recognised() -> None:
+    assert is_amqp("amqp://guest:guest@127.0.0.1:5672//")
+    assert is_amqp("amqps://u:p@mq.example:5671/prod")
+    assert is_amqp("pyamqp://127.0.0.1//")
+    assert not is_amqp("redis://127.0.0.1:6379/0")
+    assert not is_amqp("sentinel://h:26379")
+
+
+def test_passive_declares_count_ready_messages_and_consumers(
+    rabbitmq_url: str, names: tuple[str, str, str]
+) -> None:
+    a, b, never = names
+    app = Celery("rabbitmq-reads", broker=rabbitmq_url, set_as_current=False)
+    reader = QueueReader(app)
+    with Connection(rabbitmq_url) as conn:
+        producer = conn.Producer()
+        for queue, priority in ((a, 0), (a, 5), (a, 9), (b, 0)):
+            q = _queue(queue)
+            producer.publish(
+                {"n": priority},
+                exchange=q.exchange,
+                routing_key=queue,
+                declare=[q],
+                priority=priority,
+                serializer="json",
+            )
+        try:
+            # every priority in one count; a queue nobody declared reads as empty, and the
+            # reader keeps going after RabbitMQ closed its channel on that 404
+            assert reader.read((a, never, b)) == {
+                a: QueueReading(3, 0),
+                never: QueueReading(0, 0),
+                b: QueueReading(1, 0),
+            }
+            with conn.channel() as channel:
+                channel.basic_qos(0, 1, False)
+                held = []
+                consumer = Consumer(
+                    channel, queues=[_queue(a)], callbacks=[lambda _b, m: held.append(m)]
+                )
+                with consumer:
+                    while not held:
+                        conn.drain_events(timeout=5)
+                    # one delivered and not acked: RabbitMQ's message_count leaves it out
+                    assert reader.read((a,)) == {a: QueueReading(2, 1)}
+                    held[0].ack()
+            assert reader.read((a, b)) == {a: QueueReading(2, 0), b: QueueReading(1, 0)}
+        finally:
+            reader.close()
+            with conn.channel() as channel:
+                for queue in (a, b):
+                    channel.queue_delete(queue)
