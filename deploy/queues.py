@@ -1,10 +1,13 @@
-"""The KEDA triggers that count a Celery queue's Redis lists.
+"""The KEDA triggers that count a Celery queue's Redis lists (or its RabbitMQ queue).
 
 A queue's waiting messages sit in one Redis list per priority step (the layout is
 :class:`beatflow.queues.QueueLayout`, what the exporter reads too). A KEDA ``redis`` trigger on
 the bare name alone undercounts (kedacore/keda#7066), so a ScaledObject needs one trigger per
 list, summed with ``advanced.scalingModifiers.formula``. The k8s and Helm tests compare rendered
 objects to this.
+
+On RabbitMQ a queue is one queue whatever the priorities: one ``rabbitmq`` trigger per queue
+(AMQP, ``QueueLength``: the ready messages, as the exporter's passive declare reads them).
 """
 
 from __future__ import annotations
@@ -52,3 +55,13 @@ def scaling_formula(queues: Sequence[str], steps: Sequence[int] = STEPS) -> str:
 
 def _ident(name: str) -> str:
     return "".join(c if c.isalnum() else "_" for c in name)
+
+
+def rabbitmq_trigger_name(queue: str) -> str:
+    """The name of ``queue``'s ``rabbitmq`` trigger (its ready messages) in KEDA's formula."""
+    return f"{_ident(queue)}_ready"
+
+
+def rabbitmq_formula(queues: Sequence[str]) -> str:
+    """KEDA ``scalingModifiers.formula`` summing the ``rabbitmq`` trigger of each queue."""
+    return " + ".join(rabbitmq_trigger_name(q) for q in queues)

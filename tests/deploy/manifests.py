@@ -17,8 +17,12 @@ import yaml
 ROOT = Path(__file__).resolve().parents[2]
 TOOLS = ROOT / ".tools" / "bin"
 CHART = ROOT / "helm" / "beatflow"
-SHARED_SCHEMAS = ROOT.parent / "shared" / "schemas"
-KUSTOMIZE_TARGETS = ("k8s/base", "k8s/overlays/dev", "k8s/overlays/prod")
+# ../shared/schemas next to the checkout (or next to the folder of worktrees holding it)
+SHARED_SCHEMAS = next(
+    (p / "shared" / "schemas" for p in ROOT.parents[:2] if (p / "shared" / "schemas").is_dir()),
+    ROOT.parent / "shared" / "schemas",
+)
+KUSTOMIZE_TARGETS = ("k8s/base", "k8s/overlays/dev", "k8s/overlays/prod", "k8s/overlays/rabbitmq")
 HELM_VALUE_SETS = ("default", *sorted(p.name for p in (CHART / "ci").glob("*.yaml")))
 POD_KINDS = {
     "Deployment": ("spec", "template"),

@@ -9,7 +9,13 @@ import re
 import pytest
 import yaml
 
-from deploy.queues import broker_keys, broker_lists, scaling_formula
+from deploy.queues import (
+    broker_keys,
+    broker_lists,
+    rabbitmq_formula,
+    rabbitmq_trigger_name,
+    scaling_formula,
+)
 from tests.deploy.manifests import (
     CHART,
     Obj,
@@ -70,6 +76,41 @@ def test_each_worker_is_scaled_on_every_redis_list_of_its_queues(target: str) ->
 
 
 def _check_scaled_object(so: Obj, queues: list[str]) -> None:
+    if any(t["type"] == "rabbitmq" for t in so["spec"]["triggers"]):
+        _check_rabbitmq_scaled_object(so, queues)
+    else:
+        _check_redis_scaled_object(so, queues)
+    _check_scaling_behaviour(so)
+
+
+def _check_rabbitmq_scaled_object(so: Obj, queues: list[str]) -> None:
+    """RabbitMQ: one ``rabbitmq`` trigger per queue (ready messages over AMQP), no Redis list."""
+    name = so["metadata"]["name"]
+    spec = so["spec"]
+    assert not [t for t in spec["triggers"] if t["type"] == "redis"], f"{name}: redis and rabbitmq"
+    mq = [t for t in spec["triggers"] if t["type"] == "rabbitmq"]
+    assert sorted(t["metadata"]["queueName"] for t in mq) == sorted(queues), (
+        f"{name}: rabbitmq triggers drift from the queues {queues!r}"
+    )
+    modifiers = spec["advanced"]["scalingModifiers"]
+    for t in mq:
+        meta = t["metadata"]
+        assert t["name"] == rabbitmq_trigger_name(meta["queueName"])
+        assert meta["protocol"] == "amqp" and meta["mode"] == "QueueLength", (
+            f"{name}: the trigger must read ready messages over AMQP (no management plugin)"
+        )
+        assert float(meta["value"]) == float(modifiers["target"])
+        assert not {"host", "hostFromEnv", "password"} & set(meta), f"{name}: inline credentials"
+        assert t["authenticationRef"]["name"], f"{name}: RabbitMQ URL not from a Secret"
+    values = {t["name"]: 10.0**i for i, t in enumerate(mq)}
+    assert evaluate(modifiers["formula"], values) == sum(values.values())
+    if any(t["type"] == "prometheus" for t in spec["triggers"]):
+        assert modifiers["formula"].startswith("max(")
+    else:
+        assert modifiers["formula"] == rabbitmq_formula(queues)
+
+
+def _check_redis_scaled_object(so: Obj, queues: list[str]) -> None:
     name = so["metadata"]["name"]
     spec = so["spec"]
     redis = [t for t in spec["triggers"] if t["type"] == "redis"]
@@ -91,6 +132,13 @@ def _check_scaled_object(so: Obj, queues: list[str]) -> None:
         assert modifiers["formula"].startswith("max(")
     else:
         assert modifiers["formula"] == scaling_formula(queues)
+    for t in redis:
+        assert t["authenticationRef"]["name"], f"{name}: Redis password not from a Secret"
+
+
+def _check_scaling_behaviour(so: Obj) -> None:
+    name = so["metadata"]["name"]
+    spec = so["spec"]
     assert any(t["type"] == "cpu" for t in spec["triggers"]), f"{name}: no CPU trigger"
     # KEDA rejects a fallback next to a CPU trigger (CheckFallbackValid).
     assert "fallback" not in spec
@@ -99,8 +147,6 @@ def _check_scaled_object(so: Obj, queues: list[str]) -> None:
     behavior = spec["advanced"]["horizontalPodAutoscalerConfig"]["behavior"]
     assert behavior["scaleDown"]["stabilizationWindowSeconds"] >= 60
     assert spec["cooldownPeriod"] >= 60
-    for t in redis:
-        assert t["authenticationRef"]["name"], f"{name}: Redis password not from a Secret"
 
 
 @pytest.mark.parametrize("target", TARGETS)
@@ -117,7 +163,7 @@ def test_without_keda_each_worker_gets_a_cpu_hpa(target: str) -> None:
 
 
 @pytest.mark.parametrize("target", TARGETS)
-def test_the_keda_trigger_authentication_reads_the_redis_password_from_a_secret(
+def test_the_keda_trigger_authentication_reads_the_broker_credentials_from_a_secret(
     target: str,
 ) -> None:
     r = render(target)
@@ -130,7 +176,9 @@ def test_the_keda_trigger_authentication_reads_the_redis_password_from_a_secret(
     for ref in refs:
         auth = r.named("TriggerAuthentication", ref)
         params = {p["parameter"] for p in auth["spec"]["secretTargetRef"]}
-        assert {"address", "password"} <= params
+        assert {"address", "password"} <= params or params == {"host"}, (
+            f"{target}: {ref} reads neither the Redis password nor the AMQP URL from a Secret"
+        )
 
 
 def test_helm_defaults_and_the_kustomize_base_name_the_same_queues() -> None:

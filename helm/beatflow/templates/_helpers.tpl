@@ -58,6 +58,20 @@ app.kubernetes.io/part-of: beatflow
 {{- .Values.connections.existingSecret | default (printf "%s-env" (include "beatflow.fullname" .)) -}}
 {{- end -}}
 
+{{/* The broker the queues live in, from the broker URL: "rabbitmq" for amqp://, amqps://,
+pyamqp:// (or rabbitmq.enabled when the URL sits in connections.existingSecret), else "redis". */}}
+{{- define "beatflow.broker" -}}
+{{- if or .Values.rabbitmq.enabled (regexMatch "^(amqp|amqps|pyamqp)://" .Values.connections.brokerUrl) -}}
+rabbitmq
+{{- else -}}
+redis
+{{- end -}}
+{{- end -}}
+
+{{- define "beatflow.rabbitmqSecret" -}}
+{{- .Values.rabbitmq.existingSecret | default (printf "%s-rabbitmq" (include "beatflow.fullname" .)) -}}
+{{- end -}}
+
 {{- define "beatflow.redisSecret" -}}
 {{- .Values.redis.existingSecret | default (printf "%s-redis" (include "beatflow.fullname" .)) -}}
 {{- end -}}
@@ -106,6 +120,9 @@ KEDA's Redis address when the chart knows them. */}}
 {{- define "beatflow.redisPorts" -}}
 {{- $ports := list -}}
 {{- range .Values.networkPolicy.redisPorts -}}{{- $ports = append $ports (int .) -}}{{- end -}}
+{{- if eq (include "beatflow.broker" .) "rabbitmq" -}}
+{{- range .Values.networkPolicy.rabbitmqPorts -}}{{- $ports = append $ports (int .) -}}{{- end -}}
+{{- end -}}
 {{- range (list (regexReplaceAll "^[a-z+]+://([^@/]*@)?" .Values.connections.brokerUrl "") .Values.redis.address) -}}
 {{- $hostport := regexFind "^[^/:?]+:[0-9]+" . -}}
 {{- if $hostport -}}{{- $ports = append $ports (int (regexReplaceAll "^.*:" $hostport "")) -}}{{- end -}}
