@@ -76,10 +76,12 @@ $(DEMO_STAMP): pyproject.toml | $(BIN)/python
 	@touch $@
 
 # System tools some tests use (promtool for the alert-rule tests; podman, runc and mmdebstrap for
-# the container tests; chromium for the web UI's browser tests). Best effort: installs only what is
-# missing, only as root, only with apt-get; never fails the build by itself.
+# the container tests; chromium for the web UI's browser tests; rabbitmq-server for the tests on
+# RabbitMQ). Best effort: installs only what is missing, only as root, only with apt-get; never
+# fails the build by itself.
 SYSTEM_TOOLS := promtool:prometheus podman:podman runc:runc mmdebstrap:mmdebstrap \
-	/usr/lib/cni/dnsname:golang-github-containernetworking-plugin-dnsname chromium:chromium
+	/usr/lib/cni/dnsname:golang-github-containernetworking-plugin-dnsname chromium:chromium \
+	rabbitmq-server:rabbitmq-server
 deps-system:
 	@missing=""; for pair in $(SYSTEM_TOOLS); do \
 		cmd=$${pair%%:*}; pkg=$${pair##*:}; \

@@ -75,6 +75,49 @@ def postgres_server() -> Iterator[services.PostgresServer]:
     server.stop()
 
 
+@pytest.fixture(scope="session")
+def rabbitmq_server() -> Iterator[services.RabbitServer]:
+    """A reachable RabbitMQ: 127.0.0.1:5672 (guest/guest) under a vhost of this session's own,
+    else (or with BEATFLOW_TEST_FORCE_THROWAWAY) a throwaway node on free ports."""
+    try:
+        server = services.ensure_rabbitmq(throwaway=services.force_throwaway())
+    except services.ServiceError as exc:
+        _unavailable("RabbitMQ", exc)
+        raise
+    _USED["RabbitMQ"][server.description] = None
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def own_rabbitmq() -> Iterator[services.OwnedRabbit]:
+    """A RabbitMQ node of the test's own, to stop, kill and start again; removed afterwards."""
+    try:
+        server = services.start_rabbitmq_server()
+    except services.ServiceError as exc:
+        _unavailable("a throwaway RabbitMQ", exc)
+        raise
+    yield server
+    server.close()
+
+
+BROKERS = ("redis", "rabbitmq")
+
+
+def broker_env(request: pytest.FixtureRequest, broker: str, redis_url: str) -> dict[str, str]:
+    """The BEATFLOW_* variables of a cluster on ``broker`` whose Redis is ``redis_url``."""
+    if broker == "redis":
+        return {"BEATFLOW_BROKER_URL": redis_url}
+    server: services.RabbitServer = request.getfixturevalue("rabbitmq_server")
+    return {"BEATFLOW_BROKER_URL": server.url, "BEATFLOW_REDIS_URL": redis_url}
+
+
+@pytest.fixture(params=BROKERS)
+def broker(request: pytest.FixtureRequest) -> str:
+    """Runs the test once with Redis as the broker and once with RabbitMQ."""
+    return str(request.param)
+
+
 @pytest.fixture
 def redis_url(redis_server: services.RedisServer) -> Iterator[str]:
     """A Redis URL on a database of its own, flushed before and after the test."""

@@ -27,6 +27,9 @@ from redis.sentinel import Sentinel
 DEFAULT_MASTER = "mymaster"  # Sentinel's own example name, when the URL names none
 SENTINEL_SCHEMES = frozenset({"sentinel", "redis-sentinel"})
 SCHEMES = frozenset({"redis", "rediss", "unix", *SENTINEL_SCHEMES})  # what parse() accepts
+# RabbitMQ (AMQP 0-9-1 through py-amqp): accepted as the broker only; beatflow's own state
+# (RedBeat's lock and schedules, results, leases) stays in Redis
+AMQP_SCHEMES = frozenset({"amqp", "amqps", "pyamqp"})
 _CERT_REQS = {
     "required": ssl.CERT_REQUIRED,
     "cert_required": ssl.CERT_REQUIRED,
@@ -149,9 +152,30 @@ def redis_client(
     )
 
 
+def is_amqp(url: str) -> bool:
+    """Whether ``url`` names a RabbitMQ broker (``amqp://``, ``amqps://``, ``pyamqp://``)."""
+    return urlsplit(url.strip()).scheme in AMQP_SCHEMES
+
+
+def check_amqp(url: str) -> None:
+    """ValueError unless ``url`` is an AMQP URL kombu can use (a host, a numeric port)."""
+    split = urlsplit(url.strip())
+    if split.scheme not in AMQP_SCHEMES:
+        raise ValueError(f"unsupported AMQP URL scheme {split.scheme!r}")
+    try:
+        split.port  # noqa: B018 - raises ValueError for a bad port
+    except ValueError:
+        raise ValueError("bad port in the AMQP URL") from None
+    if not split.hostname:
+        raise ValueError("the AMQP URL names no host: amqp://user:password@host:5672/vhost")
+
+
 def kombu_url(url: str) -> str:
     """The URL Celery/kombu should get: Sentinel as kombu's ``sentinel://h1/db;sentinel://h2/db``
-    list (the master name goes in the transport options), ``rediss://`` with ssl_cert_reqs."""
+    list (the master name goes in the transport options), ``rediss://`` with ssl_cert_reqs; an
+    AMQP URL as it is (``amqps://`` is kombu's TLS transport)."""
+    if is_amqp(url):
+        return url
     ep = parse(url)
     if ep.sentinel:
         auth = ""
@@ -170,6 +194,8 @@ def kombu_url(url: str) -> str:
 
 def transport_options(url: str) -> dict[str, Any]:
     """kombu transport options (broker and result backend) that the URL implies."""
+    if is_amqp(url):
+        return {}
     ep = parse(url)
     if not ep.sentinel:
         return {}
@@ -180,7 +206,10 @@ def transport_options(url: str) -> dict[str, Any]:
 
 
 def ssl_options(url: str) -> dict[str, Any] | None:
-    """``broker_use_ssl`` / ``redis_backend_use_ssl`` for a TLS URL, else None."""
+    """``broker_use_ssl`` / ``redis_backend_use_ssl`` for a Redis TLS URL, else None (an
+    ``amqps://`` URL's TLS is kombu's: its transport connects with TLS by default)."""
+    if is_amqp(url):
+        return None
     return parse(url).ssl_options
 
 

@@ -1,6 +1,7 @@
-"""Real Redis and PostgreSQL for tests: reuse a running server (env var or 127.0.0.1), or start a
-throwaway one from binaries the install provides. Also used by fault tests that need a server of
-their own to stop, kill and restart (`start_redis_server`, `start_postgres_server`)."""
+"""Real Redis, PostgreSQL and RabbitMQ for tests: reuse a running server (env var or 127.0.0.1),
+or start a throwaway one from binaries the install provides. Also used by fault tests that need a
+server of their own to stop, kill and restart (`start_redis_server`, `start_postgres_server`,
+`start_rabbitmq_server`)."""
 
 from __future__ import annotations
 
@@ -28,16 +29,25 @@ from tests.services.postgres_server import (
     postgres_bin_dirs,
     start_postgres_server,
 )
+from tests.services.rabbitmq_server import (
+    OwnedRabbit,
+    RabbitServer,
+    ensure_rabbitmq,
+    start_rabbitmq_server,
+)
 from tests.services.redis_server import OwnedRedis, redis_answers, redis_binary, start_redis_server
 
 __all__ = [
     "STATE_DIR",
     "OwnedPostgres",
+    "OwnedRabbit",
     "OwnedRedis",
     "PostgresServer",
+    "RabbitServer",
     "RedisServer",
     "ServiceError",
     "ensure_postgres",
+    "ensure_rabbitmq",
     "ensure_redis",
     "flush_redis",
     "force_throwaway",
@@ -46,6 +56,7 @@ __all__ = [
     "reap_orphans",
     "redis_binary",
     "start_postgres_server",
+    "start_rabbitmq_server",
     "source_build_lock",
     "start_redis_server",
     "stop_all",

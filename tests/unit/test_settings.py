@@ -208,7 +208,7 @@ def test_config_show_json_is_machine_readable_and_masked() -> None:
 
 def test_config_show_with_a_bad_environment_lists_every_problem_and_fails() -> None:
     env = {
-        "BEATFLOW_BROKER_URL": f"amqp://u:{SECRET}@mq/",
+        "BEATFLOW_BROKER_URL": f"kafka://u:{SECRET}@mq/",
         "BEATFLOW_FLOWER_PORT": "zero",
     }
 

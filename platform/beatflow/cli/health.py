@@ -38,11 +38,32 @@ def check_redis(url: str, timeout: float) -> None:
         raise Unhealthy(f"Redis at {mask_url(url)} unreachable: {exc}") from exc
 
 
+def check_rabbitmq(url: str, timeout: float) -> None:
+    """Open (and close) an AMQP connection to the RabbitMQ at ``url`` within ``timeout``
+    seconds: one attempt, no retries."""
+    from kombu.connection import Connection
+
+    from beatflow.settings import mask_url
+
+    try:
+        with Connection(url, connect_timeout=timeout, heartbeat=0) as conn:  # type: ignore[no-untyped-call]
+            conn.connect()
+    except Exception as exc:  # any failure to reach RabbitMQ is the answer, not a crash
+        raise Unhealthy(f"RabbitMQ at {mask_url(url)} unreachable: {exc}") from exc
+
+
+def check_broker(settings: Settings, timeout: float) -> None:
+    """The broker (Redis or RabbitMQ) and, beside RabbitMQ, beatflow's Redis are reachable."""
+    if settings.broker_is_amqp:
+        check_rabbitmq(settings.broker_url, timeout)
+    check_redis(settings.effective_redis_url, timeout)
+
+
 def check_worker(settings: Settings, node: str, timeout: float) -> str:
     """Ping only this worker's own node through the broker (never the whole cluster)."""
     from celery import Celery
 
-    check_redis(settings.broker_url, timeout)
+    check_broker(settings, timeout)
     app = Celery("beatflow-health", set_as_current=False)
     app.conf.update(**_transport(settings))
     try:
@@ -107,7 +128,7 @@ def check_http(name: str, url: str, timeout: float) -> str:
 
 
 def check_exporter(settings: Settings, timeout: float) -> str:
-    check_redis(settings.broker_url, timeout)
+    check_broker(settings, timeout)
     return check_http("exporter", f"http://127.0.0.1:{settings.metrics_port}/healthz", timeout)
 
 
@@ -165,7 +186,7 @@ def _transport(settings: Settings) -> dict[str, object]:
     type=click.FloatRange(0.1, 60),
     default=5.0,
     show_default=True,
-    help="Seconds to wait for Redis, the ping reply or the HTTP answer.",
+    help="Seconds to wait for Redis, RabbitMQ, the ping reply or the HTTP answer.",
 )
 @click.option(
     "--node", default=None, help="Worker node name to ping (default: celery@<this hostname>)."
@@ -174,7 +195,8 @@ def _transport(settings: Settings) -> dict[str, object]:
 def health(process: str, timeout: float, node: str | None, as_json: bool) -> None:
     """Probe the beatflow PROCESS running in this container; exit 0 if healthy, 1 if not.
 
-    worker: Redis reachable and this worker's own node answers a ping. beat: the beatflow beat
+    worker: the broker (Redis, or RabbitMQ and Redis) reachable and this worker's own node
+    answers a ping. beat: the beatflow beat
     of this container heartbeats in Redis and its tick loop is not stalled. exporter: Redis
     reachable and /healthz answers. flower: /healthcheck answers. auto (default): tell the
     process from the command line.

@@ -222,7 +222,8 @@ class Reconciler:
         # the one client factory: a sentinel:// broker URL follows the master, rediss:// checks
         # certificates (redis-py's from_url refuses sentinel://, and a worker_ready handler's
         # error is swallowed: no reconciler would run at all)
-        self.redis = redis_client or connections.redis_client(settings.broker_url, timeout=5)
+        url = settings.effective_redis_url  # the broker's, or BEATFLOW_REDIS_URL's (RabbitMQ)
+        self.redis = redis_client or connections.redis_client(url, timeout=5)
         self.token = uuid.uuid4().hex
         # redis-py's Lock is the lease: taken with SET NX PX, renewed and released only by its
         # token's holder (its own Lua scripts). Not thread-local: stop() releases it from the

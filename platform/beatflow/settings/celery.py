@@ -21,6 +21,30 @@ BROKER_TRANSPORTS = {
 }
 
 
+def broker_config(settings: Settings, redis_transport: dict[str, Any]) -> dict[str, Any]:
+    """The broker's part of the configuration: kombu's Redis transport repaired (Redis), or
+    py-amqp with publisher confirms (RabbitMQ)."""
+    from beatflow import connections
+
+    s = settings
+    url = s.broker_url
+    if s.broker_is_amqp:
+        return {
+            "broker_url": connections.kombu_url(url),
+            "broker_use_ssl": None,  # amqps:// connects with TLS (kombu's SSL transport)
+            # a send returns once RabbitMQ has taken the message (publisher confirms)
+            "broker_transport_options": {"confirm_publish": True},
+        }
+    return {
+        "broker_url": connections.kombu_url(url),
+        "broker_use_ssl": connections.ssl_options(url),
+        # kombu's Redis (or Sentinel) transport, repaired so a worker survives its Redis
+        # restarting or refusing writes for a while
+        "broker_transport": BROKER_TRANSPORTS.get(urlsplit(url).scheme),
+        "broker_transport_options": {**redis_transport, **connections.transport_options(url)},
+    }
+
+
 def celery_config(settings: Settings) -> dict[str, Any]:
     """The Celery (and RedBeat) configuration for ``settings``. Redis URLs go through
     :mod:`beatflow.connections` (Sentinel master name, TLS options)."""
@@ -38,14 +62,9 @@ def celery_config(settings: Settings) -> dict[str, Any]:
         "retry_on_timeout": True,
     }
     config = {
-        "broker_url": connections.kombu_url(s.broker_url),
+        **broker_config(s, transport),
         "result_backend": connections.kombu_url(result_url),
-        "broker_use_ssl": connections.ssl_options(s.broker_url),
-        # kombu's Redis (or Sentinel) transport, repaired so a worker survives its Redis
-        # restarting or refusing writes for a while
-        "broker_transport": BROKER_TRANSPORTS.get(urlsplit(s.broker_url).scheme),
         "redis_backend_use_ssl": connections.ssl_options(result_url),
-        "broker_transport_options": {**transport, **connections.transport_options(s.broker_url)},
         # A sender whose Redis is down fails in ~2 s, not after the backend's 20 default
         # retries: `dags trigger` says so at once and the reconciler sends the run later.
         "result_backend_transport_options": {

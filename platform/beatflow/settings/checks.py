@@ -7,20 +7,15 @@ from typing import TYPE_CHECKING
 from beatflow.settings.source import PREFIX
 from beatflow.settings.values import is_redis_url, mask_url
 
+_REDIS_SCHEMES = "redis://, rediss://, sentinel://, redis-sentinel://"
+
 if TYPE_CHECKING:
     from beatflow.settings.model import Settings
 
 
 def problems(s: Settings) -> list[str]:
     """What is wrong with ``s`` as a whole (``[]``: nothing)."""
-    out: list[str] = []
-    for name in ("broker_url", "result_backend_url", "redbeat_url"):
-        url = getattr(s, name)
-        if url and not is_redis_url(url):
-            out.append(
-                f"{PREFIX}{name.upper()}={mask_url(url)!r}: expected a Redis URL "
-                f"(redis://, rediss://, sentinel://, redis-sentinel://)"
-            )
+    out = _url_problems(s)
     if "://" not in s.database_url:
         out.append(
             f"{PREFIX}DATABASE_URL={mask_url(s.database_url)!r}: expected a SQLAlchemy "
@@ -64,4 +59,28 @@ def problems(s: Settings) -> list[str]:
         )
     if s.log_format not in ("auto", "json", "text"):
         out.append(f"{PREFIX}LOG_FORMAT={s.log_format!r}: expected auto, json or text")
+    return out
+
+
+def _url_problems(s: Settings) -> list[str]:
+    """The broker (Redis or RabbitMQ) and the Redis URLs; RabbitMQ needs BEATFLOW_REDIS_URL."""
+    out: list[str] = []
+    for name in ("redis_url", "result_backend_url", "redbeat_url"):
+        url = getattr(s, name)
+        if url and not is_redis_url(url):
+            out.append(
+                f"{PREFIX}{name.upper()}={mask_url(url)!r}: expected a Redis URL ({_REDIS_SCHEMES})"
+            )
+    if s.broker_is_amqp:
+        if not s.redis_url:
+            out.append(
+                f"{PREFIX}BROKER_URL={mask_url(s.broker_url)!r} is RabbitMQ: set "
+                f"{PREFIX}REDIS_URL to the Redis beatflow keeps the beat's lock and schedules, "
+                "results and leases in (e.g. redis://127.0.0.1:6379/0)"
+            )
+    elif not is_redis_url(s.broker_url):
+        out.append(
+            f"{PREFIX}BROKER_URL={mask_url(s.broker_url)!r}: expected a Redis URL "
+            f"({_REDIS_SCHEMES}) or a RabbitMQ URL (amqp://, amqps://, pyamqp://)"
+        )
     return out

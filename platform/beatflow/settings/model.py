@@ -26,6 +26,7 @@ from beatflow.settings.source import PREFIX, variable
 from beatflow.settings.values import MASK, FromText, is_secret, mask_url
 
 RedisUrl = Annotated[str, FromText(v.redis_url)]
+BrokerUrl = Annotated[str, FromText(v.broker_url)]
 Port = Annotated[int, FromText(v.whole(1, 65535))]
 # a path given in Python may be a Path (as the dataclass this was took it)
 PathText = Annotated[
@@ -40,9 +41,12 @@ class Settings(BaseSettings):
 
     model_config = SettingsConfigDict(env_prefix=PREFIX, frozen=True, extra="forbid")
 
-    broker_url: RedisUrl = "redis://127.0.0.1:6379/0"
-    result_backend_url: RedisUrl = ""  # empty: same as broker_url
-    redbeat_url: RedisUrl = ""  # empty: same as broker_url
+    broker_url: BrokerUrl = "redis://127.0.0.1:6379/0"  # Redis or RabbitMQ (amqp://)
+    # the Redis beatflow keeps its own state in (beat lock, schedules, results, leases, web
+    # sessions); empty: broker_url, which must then be Redis (required with a RabbitMQ broker)
+    redis_url: RedisUrl = ""
+    result_backend_url: RedisUrl = ""  # empty: same as redis_url
+    redbeat_url: RedisUrl = ""  # empty: same as redis_url
     database_url: Annotated[str, FromText(v.database_url)] = "sqlite:///.beatflow/beatflow.db"
     dags_folder: PathText = "dags"
     # plain Celery task modules (BEATFLOW_IMPORTS), see plain.py
@@ -203,12 +207,24 @@ class Settings(BaseSettings):
         return self.queues[0]
 
     @property
+    def broker_is_amqp(self) -> bool:
+        """Whether the broker is RabbitMQ (an amqp://, amqps:// or pyamqp:// URL)."""
+        from beatflow.connections import is_amqp
+
+        return is_amqp(self.broker_url)
+
+    @property
+    def effective_redis_url(self) -> str:
+        """The Redis of beatflow's own state: BEATFLOW_REDIS_URL, else the (Redis) broker."""
+        return self.redis_url or self.broker_url
+
+    @property
     def effective_result_backend_url(self) -> str:
-        return self.result_backend_url or self.broker_url
+        return self.result_backend_url or self.effective_redis_url
 
     @property
     def effective_redbeat_url(self) -> str:
-        return self.redbeat_url or self.broker_url
+        return self.redbeat_url or self.effective_redis_url
 
     @property
     def dags_path(self) -> Path:

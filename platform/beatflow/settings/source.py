@@ -32,6 +32,7 @@ FILE_SETTINGS = frozenset(
         "api_token",
         "flower_password",
         "broker_url",
+        "redis_url",
         "result_backend_url",
         "redbeat_url",
         "database_url",

@@ -170,6 +170,25 @@ def redis_url(raw: str) -> str:
     return value
 
 
+def broker_url(raw: str) -> str:
+    """A Redis URL (as :func:`redis_url`) or a RabbitMQ one: amqp://, amqps://, pyamqp://."""
+    value = raw.strip()
+    from beatflow.connections import check_amqp, is_amqp
+
+    if not is_amqp(value):
+        try:
+            return redis_url(value)
+        except ValueError as exc:
+            if is_redis_url(value):
+                raise
+            raise ValueError(
+                "expected a Redis URL (redis://, rediss://, sentinel://, redis-sentinel://) "
+                "or a RabbitMQ URL (amqp://, amqps://, pyamqp://)"
+            ) from exc
+    check_amqp(value)
+    return value
+
+
 def database_url(raw: str) -> str:
     value = raw.strip()
     scheme = urlsplit(value).scheme.split("+")[0]

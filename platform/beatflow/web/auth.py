@@ -37,14 +37,14 @@ class Principal:
 class Auth:
     """Credentials of one web process, from Settings (the secret key is random per process
     when BEATFLOW_WEB_SECRET_KEY is unset: sessions then end when the process restarts).
-    Sessions live in the broker's Redis."""
+    Sessions live in beatflow's Redis (BEATFLOW_REDIS_URL, else the broker's)."""
 
     def __init__(self, settings: Settings) -> None:
         self.user = settings.web_user
         self._password = settings.web_password.encode()
         self._tokens = [(n, t.encode()) for n, t in parse_tokens(settings.web_tokens).items()]
         self.sessions = SessionStore(
-            settings.broker_url,
+            settings.effective_redis_url,
             settings.web_secret_key or secrets.token_urlsafe(32),
             idle_seconds=settings.web_session_idle_seconds,
             max_seconds=settings.web_session_max_seconds,
