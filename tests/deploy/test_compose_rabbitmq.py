@@ -67,7 +67,7 @@ def test_every_beatflow_service_uses_rabbitmq_as_broker_and_redis_for_the_beat(
     for name in BEATFLOW_SERVICES:
         env = services[name]["environment"]
         assert env["BEATFLOW_BROKER_URL"] == f"amqp://beatflow:{'q' * 24}@rabbitmq:5672/beatflow"
-        assert env["BEATFLOW_REDBEAT_URL"] == f"redis://:{'r' * 24}@redis:6379/0", name
+        assert env["BEATFLOW_REDIS_URL"] == f"redis://:{'r' * 24}@redis:6379/0", name
         deps = services[name]["depends_on"]
         assert deps["rabbitmq"]["condition"] == "service_healthy", name
         assert deps["redis"]["condition"] == "service_healthy", name  # the base's stay

@@ -94,7 +94,7 @@ def test_the_rabbitmq_overlay_points_workers_and_keda_at_the_same_broker() -> No
     data = secret_data(env_secret)
     broker = urlsplit(data["BEATFLOW_BROKER_URL"])
     assert broker.scheme == "amqp"
-    assert urlsplit(data["BEATFLOW_REDBEAT_URL"]).scheme == "redis"  # the beat stays on Redis
+    assert urlsplit(data["BEATFLOW_REDIS_URL"]).scheme == "redis"  # beatflow's state stays there
     keda = urlsplit(secret_data(r.named("Secret", "beatflow-rabbitmq"))["host"])
     assert (keda.hostname, keda.port, keda.path, keda.username) == (
         broker.hostname,
@@ -119,7 +119,7 @@ def test_the_chart_follows_the_broker_url(tmp_path: Path) -> None:
                 "existingSecret": "",
                 "brokerUrl": url,
                 "databaseUrl": "postgresql+psycopg://u:p@pg:5432/db",
-                "redbeatUrl": "redis://redis:6379/0",
+                "redisUrl": "redis://redis:6379/0",
             },
             "rabbitmq": {"existingSecret": ""},
         },
@@ -128,7 +128,7 @@ def test_the_chart_follows_the_broker_url(tmp_path: Path) -> None:
     (secret,) = [s for s in made.of_kind("Secret") if s["metadata"]["name"].endswith("-rabbitmq")]
     assert secret_data(secret)["host"] == "amqp://u:secret@mq.example:5672/prod"  # KEDA's scheme
     env = next(s for s in made.of_kind("Secret") if "BEATFLOW_BROKER_URL" in secret_data(s))
-    assert secret_data(env)["BEATFLOW_REDBEAT_URL"] == "redis://redis:6379/0"
+    assert secret_data(env)["BEATFLOW_REDIS_URL"] == "redis://redis:6379/0"
     # The URL in an existing Secret: rabbitmq.enabled says so; KEDA reads Secret beatflow-rabbitmq.
     existing = helm(tmp_path, {"rabbitmq": {"enabled": True}})
     assert all("rabbitmq" in ts for ts in triggers(existing).values())

@@ -76,7 +76,7 @@ class Exporter:
         self._loop_age_instances: set[str] = set()
         self._server: ThreadingHTTPServer | None = None
         self._poller: ResultsPoller | None = None
-        self.rabbitmq = rabbitmq.QueueReader(app) if rabbitmq.is_amqp(settings.broker_url) else None
+        self.rabbitmq = rabbitmq.QueueReader(app) if settings.broker_is_amqp else None
         self.sources = ("events", "redis", "database") + (("rabbitmq",) if self.rabbitmq else ())
         if self.rabbitmq is not None:
             self.metrics.source_up.labels(source="rabbitmq").set(0)

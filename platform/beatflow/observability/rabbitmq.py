@@ -13,20 +13,17 @@ import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import urlsplit
 
 from celery import Celery
 from kombu.connection import Connection
 
+from beatflow.connections import is_amqp
+
 log = logging.getLogger(__name__)
 
-AMQP_SCHEMES = frozenset({"amqp", "amqps", "pyamqp"})
 NOT_FOUND = 404  # AMQP reply code of a passive declare on a queue that does not exist
 
-
-def is_amqp(url: str) -> bool:
-    """True for a RabbitMQ broker URL (``amqp://``, ``amqps://``, ``pyamqp://``)."""
-    return urlsplit(url).scheme.lower() in AMQP_SCHEMES
+__all__ = ["NOT_FOUND", "QueueReader", "QueueReading", "is_amqp"]
 
 
 @dataclass(frozen=True, slots=True)

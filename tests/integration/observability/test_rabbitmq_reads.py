@@ -5,35 +5,20 @@ parallel runs on the shared broker do not see each other's messages."""
 
 from __future__ import annotations
 
-import os
-import socket
 import uuid
 from collections.abc import Iterator
-from urllib.parse import urlsplit
 
 import pytest
 from celery import Celery
 from kombu import Connection, Consumer, Exchange, Queue
 
 from beatflow.observability.rabbitmq import QueueReader, QueueReading, is_amqp
-
-RABBITMQ_URL = os.environ.get("BEATFLOW_TEST_RABBITMQ_URL", "amqp://guest:guest@127.0.0.1:5672//")
-
-
-def _reachable(url: str) -> bool:
-    parts = urlsplit(url)
-    try:
-        with socket.create_connection((parts.hostname or "127.0.0.1", parts.port or 5672), 2):
-            return True
-    except OSError:
-        return False
+from tests import services
 
 
 @pytest.fixture
-def rabbitmq_url() -> str:
-    if not _reachable(RABBITMQ_URL):
-        pytest.skip(f"no RabbitMQ at {RABBITMQ_URL} (set BEATFLOW_TEST_RABBITMQ_URL)")
-    return RABBITMQ_URL
+def rabbitmq_url(rabbitmq_server: services.RabbitServer) -> str:
+    return rabbitmq_server.url
 
 
 @pytest.fixture
