@@ -21,6 +21,7 @@ import redis
 import sqlalchemy as sa
 
 from beatflow import connections, keys
+from beatflow.chaos.rabbitmq_server import ChaosRabbitMQ
 from beatflow.chaos.servers import ChaosPostgres, ChaosRedis
 from beatflow.chaos.stack import Child, Stack
 from beatflow.chaos.workload import write_module
@@ -43,6 +44,7 @@ class FaultContext:
     takeovers: list[float] = field(default_factory=list)
     module_version: int = 1
     stop: threading.Event = field(default_factory=threading.Event)
+    rabbitmq: ChaosRabbitMQ | None = None  # the broker node when the broker is RabbitMQ
 
     def sleep(self, seconds: float) -> None:
         self.stop.wait(seconds)

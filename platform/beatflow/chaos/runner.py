@@ -4,30 +4,28 @@ faults, let the system drain, check the invariants and report."""
 
 from __future__ import annotations
 
-import glob
 import logging
 import os
 import random
 import shutil
 import signal
-import statistics
 import tempfile
 import threading
 import time
-from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import sqlalchemy as sa
 
-from beatflow.chaos import checks, faults
+from beatflow.chaos import checks, faults, faults_rabbitmq
+from beatflow.chaos.rabbitmq_server import ChaosRabbitMQ
+from beatflow.chaos.report import ChaosReport, clock_skew_env
 from beatflow.chaos.servers import ChaosPostgres, ChaosRedis, free_port
 from beatflow.chaos.stack import Stack
 from beatflow.chaos.workload import LEDGER_ENV, MANUAL, SCHEDULED, create_ledger, write_module
-from beatflow.errors import ChaosSetupError
 from beatflow.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -49,7 +47,7 @@ class ChaosOptions:
     duration: float = 120.0
     seed: int = 1
     workers: int = 2
-    faults: Sequence[str] = tuple(faults.FAULTS)
+    faults: Sequence[str] = ()  # empty: every kind of the broker (faults_rabbitmq.faults_for)
     gap: tuple[float, float] = (3.0, 8.0)  # seconds between faults
     trigger_every: tuple[float, float] = (1.0, 3.0)
     drain_timeout: float = 300.0
@@ -57,89 +55,7 @@ class ChaosOptions:
     keep: bool = False
     database_url: str | None = None  # an existing PostgreSQL: its faults are skipped
     clock_skew: float = 0.0  # seconds the last worker's clock is shifted by (libfaketime)
-
-
-@dataclass
-class ChaosReport:
-    seed: int
-    duration: float
-    faults: Counter[str] = field(default_factory=Counter)
-    fault_log: list[str] = field(default_factory=list)
-    takeovers: list[float] = field(default_factory=list)
-    triggers: Counter[str] = field(default_factory=Counter)
-    checks: list[checks.Check] = field(default_factory=list)
-    load: dict[str, Any] = field(default_factory=dict)
-    drained_in: float | None = None
-    clock_skew: float = 0.0
-    unplanned_exits: list[str] = field(default_factory=list)
-    workdir: str = ""
-
-    @property
-    def ok(self) -> bool:
-        return bool(self.checks) and all(c.ok for c in self.checks)
-
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "ok": self.ok,
-            "seed": self.seed,
-            "duration_seconds": self.duration,
-            "faults": dict(self.faults),
-            "fault_log": self.fault_log,
-            "takeover_seconds": self.takeovers,
-            "triggers": dict(self.triggers),
-            "load": self.load,
-            "drained_in_seconds": self.drained_in,
-            "clock_skew_seconds": self.clock_skew,
-            "unplanned_exits": self.unplanned_exits,
-            "invariants": [
-                {"name": c.name, "ok": c.ok, "detail": c.detail, "evidence": c.evidence}
-                for c in self.checks
-            ],
-            "workdir": self.workdir,
-        }
-
-    def text(self) -> str:
-        lines = [f"beatflow chaos: seed {self.seed}, {self.duration:.0f}s of faults"]
-        lines.append(
-            "faults injected: " + ", ".join(f"{k} {n}" for k, n in sorted(self.faults.items()))
-        )
-        if self.takeovers:
-            lines.append(
-                f"beat failovers: {len(self.takeovers)}, takeover median "
-                f"{statistics.median(self.takeovers):.2f}s, max {max(self.takeovers):.2f}s"
-            )
-        lines.append(
-            "manual triggers: " + ", ".join(f"{k} {n}" for k, n in sorted(self.triggers.items()))
-        )
-        lines.append("load: " + ", ".join(f"{k} {v}" for k, v in self.load.items()))
-        if self.clock_skew:
-            lines.append(f"the last worker's clock ran {self.clock_skew:+.1f}s off")
-        if self.unplanned_exits:
-            lines.append(
-                f"processes that died on their own and were restarted (as a supervisor would): "
-                f"{len(self.unplanned_exits)}"
-            )
-            lines += [f"      {e}" for e in self.unplanned_exits]
-        if self.drained_in is not None:
-            lines.append(f"drained {self.drained_in:.1f}s after the last fault")
-        for c in self.checks:
-            lines.append(f"{'PASS' if c.ok else 'FAIL'}  {c.name}: {c.detail}")
-            lines += [f"      {e}" for e in c.evidence]
-        lines.append("every invariant held" if self.ok else "INVARIANTS VIOLATED")
-        return "\n".join(lines)
-
-
-def clock_skew_env(seconds: float) -> dict[str, str]:
-    """The environment that runs a process with its clock shifted by ``seconds`` (Debian's
-    libfaketime)."""
-    if not seconds:
-        return {}
-    libs = sorted(glob.glob("/usr/lib/*/faketime/libfaketimeMT.so.1"))
-    if not libs:
-        raise ChaosSetupError("--clock-skew needs libfaketime: apt-get install faketime")
-    # FAKETIME_DONT_FAKE_MONOTONIC=1 would make time.sleep fail with EINVAL (Python sleeps on
-    # an absolute CLOCK_MONOTONIC deadline); a constant offset on the monotonic clock is harmless.
-    return {"LD_PRELOAD": libs[0], "FAKETIME": f"{seconds:+.3f}s"}
+    broker: str = "redis"  # or "rabbitmq": a RabbitMQ node of the run's own holds the queues
 
 
 class ChaosRun:
@@ -151,9 +67,17 @@ class ChaosRun:
         self.workdir = root.resolve()
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.report = ChaosReport(
-            options.seed, options.duration, workdir=str(self.workdir), clock_skew=options.clock_skew
+            options.seed,
+            options.duration,
+            workdir=str(self.workdir),
+            clock_skew=options.clock_skew,
+            broker=options.broker,
         )
         self.redis = ChaosRedis(self.workdir / "redis")
+        self.rabbitmq = (
+            ChaosRabbitMQ(self.workdir / "rabbitmq") if options.broker == "rabbitmq" else None
+        )
+        self.fault_kinds = faults_rabbitmq.faults_for(options.broker)
         self.postgres: ChaosPostgres | None = None
         self.stack: Stack | None = None
         self.stop_triggers = threading.Event()
@@ -175,6 +99,8 @@ class ChaosRun:
     def _start(self) -> None:
         self.echo(f"chaos: work folder {self.workdir}")
         self.redis.start()
+        if self.rabbitmq is not None:
+            self.rabbitmq.start()
         if self.options.database_url:
             database_url = self.options.database_url
             dsn = sa.engine.make_url(database_url).set(drivername="postgresql")
@@ -189,7 +115,7 @@ class ChaosRun:
         write_module(self.dags_folder, self.start_at)
         env = {
             **CHAOS_SETTINGS,
-            "BEATFLOW_BROKER_URL": self.redis.url,
+            **self._broker_env(),
             "BEATFLOW_DATABASE_URL": database_url,
             "BEATFLOW_DAGS_FOLDER": str(self.dags_folder),
             LEDGER_ENV: ledger_dsn,
@@ -219,6 +145,12 @@ class ChaosRun:
                    "every worker to answer ping")  # fmt: skip
         self.echo(f"chaos: stack up ({self.options.workers} workers, 2 beats, exporter)")
 
+    def _broker_env(self) -> dict[str, str]:
+        if self.rabbitmq is None:
+            return {"BEATFLOW_BROKER_URL": self.redis.url}
+        # Redis keeps beatflow's own state (the beat's lock and schedules, results, leases)
+        return {"BEATFLOW_BROKER_URL": self.rabbitmq.url, "BEATFLOW_REDIS_URL": self.redis.url}
+
     def _app(self, env: dict[str, str]) -> Any:
         from beatflow.app import create_app
 
@@ -243,11 +175,12 @@ class ChaosRun:
             start=self.start_at,
             lock_timeout=self.settings.beat_lock_timeout,
             lease_seconds=self.settings.lease_seconds,
+            rabbitmq=self.rabbitmq,
         )
         trigger_thread = threading.Thread(target=self._trigger_loop, daemon=True)
         trigger_thread.start()
         threading.Thread(target=self._sample_slots, daemon=True).start()
-        kinds = [k for k in self.options.faults if k in faults.FAULTS]
+        kinds = [k for k in self.options.faults or self.fault_kinds if k in self.fault_kinds]
         order = list(kinds)
         self.rng.shuffle(order)  # every kind once (as time allows), then at random
         began = time.monotonic()
@@ -259,7 +192,7 @@ class ChaosRun:
                 break
             kind = order.pop(0) if order else self.rng.choice(kinds)
             died = self.stack.revive()  # died on their own since the last fault: restart them
-            what = faults.FAULTS[kind](ctx)
+            what = self.fault_kinds[kind](ctx)
             died += self.stack.revive()
             self.report.faults[kind] += 1
             stamp = f"{time.monotonic() - began:6.1f}s"
@@ -411,6 +344,8 @@ class ChaosRun:
         if self.stack is not None:
             self.stack.stop_all()
         self.redis.stop()
+        if self.rabbitmq is not None:
+            self.rabbitmq.kill()
         if self.postgres is not None:
             self.postgres.close()
         if hasattr(self, "engine"):

@@ -6,19 +6,21 @@ from pathlib import Path
 
 import click
 
-from beatflow.chaos.faults import FAULTS
+from beatflow.chaos.faults_rabbitmq import BROKERS, faults_for
 from beatflow.cli.common import echo_json, json_option
 
 
-def _kinds(value: str) -> tuple[str, ...]:
+def _kinds(value: str, broker: str) -> tuple[str, ...]:
+    known = faults_for(broker)
     if value == "all":
-        return tuple(FAULTS)
+        return tuple(known)
     kinds = tuple(k.strip() for k in value.split(",") if k.strip())
-    unknown = [k for k in kinds if k not in FAULTS]
+    unknown = [k for k in kinds if k not in known]
     if unknown or not kinds:
         raise click.BadParameter(
-            f"unknown fault kind(s) {', '.join(unknown) or '(none given)'}; "
-            f"known: all, {', '.join(FAULTS)}"
+            f"unknown fault kind(s) {', '.join(unknown) or '(none given)'} on {broker}; "
+            f"known: all, {', '.join(known)}",
+            param_hint="'--faults'",
         )
     return kinds
 
@@ -39,6 +41,14 @@ def _kinds(value: str) -> tuple[str, ...]:
     help="Seed of the fault schedule and the manual triggers: same seed, same run.",
 )
 @click.option("--workers", type=click.IntRange(2, 3), default=2, show_default=True)
+@click.option(
+    "--broker",
+    type=click.Choice(BROKERS),
+    default="redis",
+    show_default=True,
+    help="Where the queues live: the run's own Redis, or a RabbitMQ node of its own (Redis "
+    "then keeps the beat's lock, schedules and results) with RabbitMQ's faults added.",
+)
 @click.option(
     "--faults",
     "fault_kinds",
@@ -85,6 +95,7 @@ def chaos(
     duration: float,
     seed: int,
     workers: int,
+    broker: str,
     fault_kinds: str,
     min_gap: float,
     max_gap: float,
@@ -95,11 +106,11 @@ def chaos(
     clock_skew: float,
     as_json: bool,
 ) -> None:
-    """Start a full local stack (own Redis with AOF, own PostgreSQL, workers, 2 beats, the
-    exporter), inject faults at seeded random moments, drain, and check the invariants: every
-    tick made exactly one run, every run is final, side effects happened once, dead letters are
-    exactly the failed task runs, metrics agree with the database, no slot leaked. Exits 1 if
-    any invariant fails."""
+    """Start a full local stack (own Redis with AOF, own PostgreSQL, with --broker rabbitmq an
+    own RabbitMQ node, workers, 2 beats, the exporter), inject faults at seeded random moments,
+    drain, and check the invariants: every tick made exactly one run, every run is final, side
+    effects happened once, dead letters are exactly the failed task runs, metrics agree with the
+    database, no slot leaked. Exits 1 if any invariant fails."""
     from beatflow.chaos.runner import ChaosOptions, ChaosRun
 
     if min_gap > max_gap:
@@ -108,13 +119,14 @@ def chaos(
         duration=duration,
         seed=seed,
         workers=workers,
-        faults=_kinds(fault_kinds),
+        faults=_kinds(fault_kinds, broker),
         gap=(min_gap, max_gap),
         drain_timeout=drain_timeout,
         workdir=workdir,
         keep=keep,
         database_url=database_url,
         clock_skew=clock_skew,
+        broker=broker,
     )
     echo = (lambda _line: None) if as_json else click.echo
     report = ChaosRun(options, echo=echo).run()
