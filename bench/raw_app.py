@@ -1,5 +1,6 @@
 """A stock Celery app for the side-by-side benchmarks: what a Flower user runs without beatflow
-(JSON, acks_late, prefetch 1, task events on, Redis result backend). It runs in its own worker
+(JSON, acks_late, prefetch 1, task events on, Redis result backend; on RabbitMQ publisher
+confirms too). It runs in its own worker
 process (``celery -A raw_app worker -E``), never in beatflow's.
 
 ``raw.durable`` is the same no-op plus the least any exactly-once scheme writes per task run: a
@@ -18,7 +19,8 @@ from celery import Celery, Task
 
 app = Celery("raw", broker=os.environ.get("RAW_BROKER_URL", "redis://127.0.0.1:6408/2"))
 app.conf.update(
-    result_backend=app.conf.broker_url,
+    # on RabbitMQ (bench_rabbitmq.py) results go to Redis, as beatflow's do
+    result_backend=os.environ.get("RAW_RESULT_BACKEND") or app.conf.broker_url,
     task_serializer="json",
     result_serializer="json",
     accept_content=["json"],
@@ -29,6 +31,9 @@ app.conf.update(
     task_default_queue="raw",
     broker_connection_retry_on_startup=True,
 )
+if app.conf.broker_url.startswith(("amqp", "pyamqp")):
+    # the same delivery guarantee beatflow asks of RabbitMQ: every publish confirmed
+    app.conf.broker_transport_options = {"confirm_publish": True}
 
 DURABLE_TABLE = (
     "CREATE TABLE IF NOT EXISTS raw_durable (key text PRIMARY KEY, state text NOT NULL, "
