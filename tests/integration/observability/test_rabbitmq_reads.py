@@ -90,3 +90,37 @@ def test_passive_declares_count_ready_messages_and_consumers(
             with conn.channel() as channel:
                 for queue in (a, b):
                     channel.queue_delete(queue)
+
+
+def test_the_exporter_serves_rabbitmq_queue_gauges_and_adds_held_messages_to_the_backlog(
+    rabbitmq_url: str, redis_url: str, names: tuple[str, str, str]
+) -> None:
+    from beatflow.app import create_app
+    from beatflow.observability.exporter import Exporter
+    from beatflow.settings import Settings
+
+    a, b, _ = names
+    settings = Settings(broker_url=rabbitmq_url, redis_url=redis_url, queues=(a, b))
+    app = create_app(settings)
+    exporter = Exporter(app, load_dag_folder=False)
+    assert exporter.rabbitmq is not None and "rabbitmq" in exporter.sources
+    try:
+        for _ in range(2):
+            app.send_task("etl.load", queue=a)
+        # a third message of queue a is held by a worker (delivered, not acknowledged)
+        exporter.handler.handle({"type": "task-sent", "uuid": "u1", "name": "etl.load", "queue": a})
+        exporter.handler.handle({"type": "task-received", "uuid": "u1", "hostname": "w@h"})
+        exporter.poll_rabbitmq()
+
+        def gauge(name: str, queue: str) -> float | None:
+            return exporter.metrics.registry.get_sample_value(name, {"queue_name": queue})
+
+        assert gauge("celery_queue_length", a) == 2
+        assert gauge("beatflow_queue_backlog", a) == 3
+        assert gauge("celery_active_consumer_count", a) == 0
+        assert gauge("celery_queue_length", b) == 0  # declared by nobody yet
+    finally:
+        exporter.rabbitmq.close()
+        with Connection(rabbitmq_url) as conn, conn.channel() as channel:
+            channel.queue_delete(a)
+        app.close()
