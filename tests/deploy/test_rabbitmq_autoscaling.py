@@ -166,3 +166,43 @@ def test_the_chart_values_schema_refuses_a_non_amqp_keda_host(tmp_path: Path) ->
     proc = run([*helm_template_argv((path,))], check=False)
     assert proc.returncode != 0 and "rabbitmq" in proc.stderr and "host" in proc.stderr
     assert (CHART / "ci" / "rabbitmq-values.yaml").is_file()
+
+
+@pytest.mark.parametrize(
+    ("values", "message"),
+    [
+        (
+            {
+                "existingSecret": "",
+                "brokerUrl": "amqp://u:p@mq:5672/v",
+                "databaseUrl": "postgresql://d",
+            },
+            "connections.redisUrl is required when connections.brokerUrl is RabbitMQ",
+        ),
+    ],
+)
+def test_a_rabbitmq_broker_without_redis_is_refused(
+    tmp_path: Path, values: dict[str, str], message: str
+) -> None:
+    path = tmp_path / "values.yaml"
+    path.write_text(yaml.safe_dump({"connections": values}))
+    proc = run(helm_template_argv((path,)), check=False)
+    assert proc.returncode != 0 and message in proc.stderr, proc.stderr
+
+
+def test_the_uis_may_reach_a_redis_of_its_own_port(tmp_path: Path) -> None:
+    r = helm(
+        tmp_path,
+        {
+            "connections": {
+                "existingSecret": "",
+                "brokerUrl": "amqp://u:p@mq:5672/v",
+                "databaseUrl": "postgresql://u:p@pg:5432/d",
+                "redisUrl": "rediss://:p@redis.example:6380/0",
+            },
+            "rabbitmq": {"existingSecret": ""},
+        },
+    )
+    policy = next(p for p in r.of_kind("NetworkPolicy") if p["metadata"]["name"].endswith("-web"))
+    ports = {p["port"] for rule in policy["spec"]["egress"] for p in rule.get("ports", [])}
+    assert {6380, 5672, 5671} <= ports

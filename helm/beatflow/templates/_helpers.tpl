@@ -123,7 +123,7 @@ KEDA's Redis address when the chart knows them. */}}
 {{- if eq (include "beatflow.broker" .) "rabbitmq" -}}
 {{- range .Values.networkPolicy.rabbitmqPorts -}}{{- $ports = append $ports (int .) -}}{{- end -}}
 {{- end -}}
-{{- range (list (regexReplaceAll "^[a-z+]+://([^@/]*@)?" .Values.connections.brokerUrl "") .Values.redis.address) -}}
+{{- range (list (regexReplaceAll "^[a-z+]+://([^@/]*@)?" .Values.connections.brokerUrl "") (regexReplaceAll "^[a-z+-]+://([^@/]*@)?" .Values.connections.redisUrl "") .Values.redis.address) -}}
 {{- $hostport := regexFind "^[^/:?]+:[0-9]+" . -}}
 {{- if $hostport -}}{{- $ports = append $ports (int (regexReplaceAll "^.*:" $hostport "")) -}}{{- end -}}
 {{- end -}}
@@ -359,13 +359,20 @@ topologySpreadConstraints:
 {{- if and (not .Values.connections.existingSecret) (not (and .Values.connections.brokerUrl .Values.connections.databaseUrl)) -}}
 {{- fail "connections: set existingSecret, or both brokerUrl and databaseUrl" -}}
 {{- end -}}
-{{- with .Values.connections.brokerUrl -}}
+{{- $rabbitmq := eq (include "beatflow.broker" .) "rabbitmq" -}}
+{{- if and $rabbitmq (not .Values.connections.existingSecret) (not .Values.connections.redisUrl) -}}
+{{- fail "connections.redisUrl is required when connections.brokerUrl is RabbitMQ: beatflow keeps the beat's lock, schedules and results in Redis" -}}
+{{- end -}}
+{{- if and $rabbitmq .Values.autoscaling.keda.enabled (not .Values.rabbitmq.existingSecret) (not .Values.rabbitmq.host) (not .Values.connections.brokerUrl) -}}
+{{- fail "rabbitmq: KEDA needs the AMQP URL; set rabbitmq.existingSecret, rabbitmq.host or connections.brokerUrl" -}}
+{{- end -}}
+{{- with (ternary "" .Values.connections.brokerUrl $rabbitmq) -}}
 {{- $db := regexFind "/[0-9]+$" . | trimPrefix "/" | default "0" -}}
 {{- if ne $db (toString $.Values.redis.databaseIndex) -}}
 {{- fail (printf "redis.databaseIndex (%v) must match the database of connections.brokerUrl (%s), or KEDA counts the wrong lists" $.Values.redis.databaseIndex $db) -}}
 {{- end -}}
 {{- end -}}
-{{- if and .Values.autoscaling.keda.enabled (not .Values.redis.existingSecret) (not .Values.redis.address) -}}
+{{- if and .Values.autoscaling.keda.enabled (not $rabbitmq) (not .Values.redis.existingSecret) (not .Values.redis.address) -}}
 {{- fail "redis: KEDA needs the Redis address; set redis.existingSecret or redis.address (host:port)" -}}
 {{- end -}}
 {{- if and .Values.flower.enabled (not .Values.flower.auth.existingSecret) (not .Values.flower.auth.password) -}}
