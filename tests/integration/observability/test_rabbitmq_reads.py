@@ -5,6 +5,7 @@ parallel runs on the shared broker do not see each other's messages."""
 
 from __future__ import annotations
 
+import time
 import uuid
 from collections.abc import Iterator
 
@@ -123,4 +124,45 @@ def test_the_exporter_serves_rabbitmq_queue_gauges_and_adds_held_messages_to_the
         exporter.rabbitmq.close()
         with Connection(rabbitmq_url) as conn, conn.channel() as channel:
             channel.queue_delete(a)
+        app.close()
+
+
+def test_a_rabbitmq_crash_marks_its_source_down_until_the_node_is_back(
+    own_rabbitmq: services.OwnedRabbit, redis_url: str
+) -> None:
+    from beatflow.app import create_app
+    from beatflow.observability.exporter import Exporter
+    from beatflow.settings import Settings
+
+    settings = Settings(broker_url=own_rabbitmq.url, redis_url=redis_url, queues=("default",))
+    app = create_app(settings)
+    exporter = Exporter(app, load_dag_folder=False)
+    registry = exporter.metrics.registry
+
+    def up() -> float | None:
+        return registry.get_sample_value("beatflow_exporter_source_up", {"source": "rabbitmq"})
+
+    def wait(value: float, what: str) -> None:
+        deadline = time.monotonic() + 60
+        while up() != value:
+            assert time.monotonic() < deadline, f"rabbitmq source never {what}"
+            time.sleep(0.1)
+
+    exporter._spawn("rabbitmq-poll", 0.2, exporter.poll_rabbitmq, "rabbitmq")
+    try:
+        wait(1, "up")
+        own_rabbitmq.kill()
+        wait(0, "down")
+        assert exporter.health()[1]["sources"] == {
+            "events": 0,  # not started here
+            "redis": 0,
+            "database": 0,
+            "rabbitmq": 0,
+        }
+        own_rabbitmq.start()
+        wait(1, "up again")  # a new connection, no restart of the exporter
+    finally:
+        exporter._stop.set()
+        assert exporter.rabbitmq is not None
+        exporter.rabbitmq.close()
         app.close()
