@@ -31,6 +31,21 @@ S, F, U, K = "success", "failed", "upstream_failed", "skipped"
         ("none_skipped", [S, F], "run"),
         ("none_skipped", [S, K], "skipped"),
         ("always", [F, U], "run"),
+        # Airflow's one_done: one upstream succeeded or failed (an upstream_failed one never ran)
+        ("one_done", [K, S], "run"),
+        ("one_done", [K, F], "run"),
+        ("one_done", [U, F], "run"),
+        ("one_done", [K, K], "skipped"),
+        ("one_done", [K, U], "skipped"),
+        # all_skipped: every upstream skipped, else skipped itself (never upstream_failed)
+        ("all_skipped", [K, K], "run"),
+        ("all_skipped", [K, S], "skipped"),
+        ("all_skipped", [K, F], "skipped"),
+        # all_done_min_one_success: all done (whatever the state) and one succeeded
+        ("all_done_min_one_success", [S, F], "run"),
+        ("all_done_min_one_success", [S, U, K], "run"),
+        ("all_done_min_one_success", [F, U], "skipped"),
+        ("all_done_min_one_success", [K, K], "skipped"),
         ("all_success", [], "run"),
     ],
 )

@@ -27,6 +27,9 @@ TRIGGER_RULES = (
     "none_failed_min_one_success",
     "none_skipped",
     "always",
+    "one_done",
+    "all_skipped",
+    "all_done_min_one_success",
 )
 
 
@@ -86,6 +89,7 @@ class TaskSpec:
     trigger_rule: str = "all_success"
     dedupe_key: str | Callable[..., str] | None = None
     map_over: str | None = None  # upstream task id whose result list this task is mapped over
+    control: str | None = None  # a branch or short-circuit task (dag/flow.py): its result decides
     order_upstream: set[str] = field(default_factory=set)
     # called as fn(dag_id=, run_id=, task_id=, error=) after a failed try that will be retried,
     # and after the last try failed: hooks for users' own alerting

@@ -76,6 +76,10 @@ def oracle(rule: str, states: list[str]) -> Action:
         if "ok" in kinds
         else Action.SKIPPED,
         "none_skipped": Action.SKIPPED if "skip" in kinds else Action.CLAIM,
+        # done: succeeded or failed itself (upstream_failed and cancelled did not run)
+        "one_done": Action.CLAIM if {"success", "failed"} & set(states) else Action.SKIPPED,
+        "all_skipped": Action.CLAIM if kinds == {"skip"} else Action.SKIPPED,
+        "all_done_min_one_success": Action.CLAIM if "ok" in kinds else Action.SKIPPED,
     }
     return table[rule]
 
