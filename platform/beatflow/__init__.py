@@ -17,6 +17,7 @@ __all__ = [
     "Idempotent",
     "Param",
     "Settings",
+    "Skip",
     "__version__",
     "context",
     "init_app",
@@ -35,7 +36,11 @@ def __getattr__(name: str) -> Any:
         from beatflow.app import init_app
 
         return init_app
-    if name in ("DAG", "task", "context", "Param"):
+    if name in ("task", "Skip"):  # task.branch, task.short_circuit, raise Skip("why")
+        from beatflow.dag import flow
+
+        return getattr(flow, name)
+    if name in ("DAG", "context", "Param"):
         from beatflow.dag import authoring
 
         return getattr(authoring, name)

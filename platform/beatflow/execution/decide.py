@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Protocol
 
+from beatflow.dag.flow import Gate, skipped_by
 from beatflow.execution.rules import decide as trigger_rule_decision
 from beatflow.states import TASK_RUN_FAILED, TASK_RUN_FINAL, DagRunState, TaskRunState
 
@@ -89,6 +90,9 @@ class Situation:
     retries: int  # the task's own retries (tries = retries + 1)
     expands: bool = False  # this is a .map() task's own (index -1) task run
     claim: ClaimSeen | None = None
+    # branch and short-circuit tasks above it whose recorded result may skip it (dag/flow.py);
+    # their rows are in ``rows`` (read with the upstream's)
+    gates: Sequence[Gate] = ()
 
 
 def decide(s: Situation) -> Decision:
@@ -109,6 +113,8 @@ def _before_claim(s: Situation) -> Decision:
             Action.UPSTREAM_FAILED,
             f"upstream never became final: {', '.join(sorted(missing))}",
         )
+    if s.gates and (why := skipped_by(s.gates, s.rows)):  # type: ignore[arg-type]
+        return Decision(Action.SKIPPED, why)  # a recorded decision, whatever the trigger rule
     verdict = trigger_rule_decision(s.trigger_rule, states)
     if verdict == "run":
         return Decision(Action.CLAIM)

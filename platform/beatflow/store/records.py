@@ -31,7 +31,8 @@ TASK_CANCELLED = TaskRunState.CANCELLED
 TASK_RUN_STATES = frozenset(TaskRunState)
 TASK_RUN_TERMINAL_STATES = TASK_RUN_FINAL
 # states a running worker may finish its claimed task run with
-TASK_RUN_FINISH_STATES = frozenset({TASK_SUCCESS, TASK_FAILED, TASK_UP_FOR_RETRY})
+# (skipped: the task raised beatflow.Skip)
+TASK_RUN_FINISH_STATES = frozenset({TASK_SUCCESS, TASK_FAILED, TASK_UP_FOR_RETRY, TASK_SKIPPED})
 # states decided without running the task (trigger rules); `failed` covers "could not even start"
 TASK_RUN_DECIDED_STATES = frozenset({TASK_UPSTREAM_FAILED, TASK_SKIPPED, TASK_FAILED})
 

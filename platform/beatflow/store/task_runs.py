@@ -32,6 +32,7 @@ from beatflow.store.records import (
     TASK_RUN_FINISH_STATES,
     TASK_RUN_TERMINAL_STATES,
     TASK_RUNNING,
+    TASK_SKIPPED,
     TASK_SUCCESS,
     Claim,
     DeadLetterDraft,
@@ -50,7 +51,7 @@ def _identity(row: Any) -> tuple[Any, Any, Any, Any]:
 
 
 # the finishes that end an instance (up_for_retry does not)
-_COUNTED = frozenset({TASK_SUCCESS, TASK_FAILED})
+_COUNTED = frozenset({TASK_SUCCESS, TASK_FAILED, TASK_SKIPPED})
 
 
 class TaskRunsMixin(StoreBase):
@@ -130,7 +131,8 @@ class TaskRunsMixin(StoreBase):
         map_count: int | None = None,
         letter: DeadLetterDraft | None = None,
     ) -> bool:
-        """Record the outcome of a claimed task run (success, failed or up_for_retry). Applies
+        """Record the outcome of a claimed task run (success, failed, up_for_retry or skipped,
+        the reason of a skip in ``error``). Applies
         only while ``token`` holds the lease; returns False (nothing written) otherwise.
         ``map_count``: a .map() task's instance count (its expansion, recorded out of band).
         ``letter``: with ``failed``, the dead letter written in the same transaction.

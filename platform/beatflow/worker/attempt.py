@@ -17,7 +17,9 @@ import tenacity
 from celery import Task as CeleryTask
 from celery.exceptions import Ignore, Retry
 
+from beatflow.dag import flow
 from beatflow.dag.authoring import reset_task_context, set_task_context
+from beatflow.dag.flow import Skip
 from beatflow.dag.model import DAG, TaskSpec
 from beatflow.errors import NoSuchItemError, ResultError, StoreUnavailableError, TaskRunFailedError
 from beatflow.execution import canvas, events
@@ -175,8 +177,12 @@ def execute(attempt: Attempt, rows: list[TaskRunRecord]) -> dict[str, Any] | Non
             try:
                 with canvas.sending_canvas(False):  # the user's own publishes are plain Celery
                     result = spec.fn(*args, **kwargs)
+                if spec.control is not None:  # a branch's followed ids, checked (dag/flow.py)
+                    result = flow.outcome(dag, spec, result)
             except Retry:
                 raise
+            except Skip as exc:  # the task ends itself skipped
+                return skip(a, exc.reason or "skipped by the task")
             except Exception as exc:  # noqa: BLE001 - user code: anything may go wrong
                 handle_failure(a, exc)
                 return None
@@ -193,6 +199,15 @@ def execute(attempt: Attempt, rows: list[TaskRunRecord]) -> dict[str, Any] | Non
     finally:
         reset_task_context(ctx_token)
         a.runtime.leases.release(a.key)
+
+
+def skip(attempt: Attempt, reason: str) -> dict[str, Any]:
+    """The function raised ``beatflow.Skip``: record the task run skipped with its reason (no
+    retry, no dead letter); its downstream decide by their trigger rules."""
+    attempt.finish(TaskRunState.SKIPPED, error=reason)
+    log.info("task run %s skipped: %s", attempt.key, reason)
+    canvas.send_chain_step(attempt.task)
+    return events.outcome(TaskRunState.SKIPPED)
 
 
 def handle_failure(attempt: Attempt, exc: Exception) -> None:

@@ -6,11 +6,13 @@ from __future__ import annotations
 
 import functools
 import logging
+from collections.abc import Collection
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, NamedTuple
 
 from celery import Task as CeleryTask
 
+from beatflow.dag import flow
 from beatflow.dag.model import DAG, TaskSpec
 from beatflow.execution import rules
 from beatflow.execution.decide import ClaimSeen, Decision, Situation
@@ -71,12 +73,16 @@ def read(
     # closing task reads every task run of a small run with them, to close it without a read.
     # A mapped instance reads only its own item of the list it maps over, and its expander's
     # row for the number of items (see map_item).
-    keys = row_keys(dag, spec, run_id, index)
+    # A task below a branch or short-circuit also reads that task's row (its decision), and
+    # never claims in the read: an upstream success does not make its claim certain.
+    gated = {g.task_id for g in flow.gates(dag, spec.task_id)}
+    keys = row_keys(dag, spec, run_id, index, gated)
     whole = whole_run_keys(dag, run_id) if closing is not None and keys is not None else None
     item = map_item(dag, spec, run_id, index) if keys is not None else None
     also = whole or ([default_dedupe_key(dag.dag_id, run_id, spec.task_id)] if item else None)
     claim = None
-    if keys is not None and claims_when_ready(spec.trigger_rule, len(spec.upstream)):
+    ready = not gated and claims_when_ready(spec.trigger_rule, len(spec.upstream))
+    if keys is not None and ready:
         run, rows, claim = store.read_and_claim(
             dag.dag_id,
             run_id,
@@ -92,8 +98,9 @@ def read(
     else:
         wanted = keys if keys is None or also is None else sorted({*keys, *also})
         run, rows = store.read_for_task(
-            dag.dag_id, run_id, spec.task_id, index, spec.upstream, keys=wanted, element=item
-        )
+            dag.dag_id, run_id, spec.task_id, index, spec.upstream | gated, keys=wanted,
+            element=item,
+        )  # fmt: skip
     if closing is not None and whole is not None:
         closing.rows = rows
     return Read(run, rows, claim, item is not None)
@@ -117,6 +124,7 @@ def situation(
         waits=task.request.retries or 0,
         retries=spec.retry.retries,
         expands=bool(spec.map_over) and index < 0,
+        gates=flow.gates(dag, spec.task_id),
     )
 
 
@@ -129,8 +137,9 @@ def record_decided(
     decision: Decision,
     state: TaskRunState,
 ) -> None:
-    """Record what the trigger rule decided (skipped, upstream_failed) without running: a
-    decision about this run, under this run's own key (a custom key may be shared)."""
+    """Record what the trigger rule (or a branch or short-circuit above) decided (skipped,
+    upstream_failed) without running, with why: a decision about this run, under this run's
+    own key (a custom key may be shared)."""
     store.set_task_state(
         default_dedupe_key(dag.dag_id, run_id, spec.task_id, index),
         dag_id=dag.dag_id,
@@ -138,7 +147,7 @@ def record_decided(
         task_id=spec.task_id,
         map_index=index,
         state=state,
-        error=decision.reason if state == TaskRunState.UPSTREAM_FAILED else None,
+        error=decision.reason or None,  # why: shown as the reason of a skip
     )
     log.info("task %s %s by %s", spec.task_id, state, decision.reason)
 
@@ -189,14 +198,17 @@ def lease_remaining(record: TaskRunRecord, lease_seconds: float) -> float:
     return max(0.5, min(lease_seconds, left + 0.2))
 
 
-def row_keys(dag: DAG, spec: TaskSpec, run_id: str, index: int) -> list[str] | None:
-    """The dedupe keys of the rows a task reads (its own, its upstream's) when all are default
-    keys (then they are found by the unique key index); None when a custom key or a mapped
-    upstream (whose instances count) makes them unknowable before reading."""
+def row_keys(
+    dag: DAG, spec: TaskSpec, run_id: str, index: int, gated: Collection[str] = ()
+) -> list[str] | None:
+    """The dedupe keys of the rows a task reads (its own, its upstream's, its ``gated``
+    control tasks') when all are default keys (then they are found by the unique key index);
+    None when a custom key or a mapped upstream (whose instances count) makes them unknowable
+    before reading."""
     if spec.dedupe_key is not None:
         return None
     keys = [default_dedupe_key(dag.dag_id, run_id, spec.task_id, index)]
-    for task_id in spec.upstream:
+    for task_id in sorted(spec.upstream | set(gated)):
         up = dag.tasks.get(task_id)
         if up is None or up.map_over or up.dedupe_key is not None:
             return None
