@@ -230,3 +230,24 @@ def test_a_redelivered_task_counts_as_a_duplicate_and_not_as_a_second_task_run(
     after = observed.wait_metric("celery_task_succeeded_total", succeeded + 1, name=name)
     assert after.total("beatflow_task_runs_total", dag="t_chain") == six
     assert after.total("beatflow_duplicate_deliveries_total") == dups + 1
+
+
+def test_skipped_task_runs_are_counted_by_state(observed: Observed) -> None:
+    """A task that raised Skip and one skipped by its trigger rule each count once as skipped;
+    the run's other task as a success."""
+    before = observed.scrape()
+    run = trigger_dag(runtime_of(observed.app), "t_skip", conf={"skip": True})
+    final = follow_run(runtime_of(observed.app), "t_skip", run.run_id, timeout=60)
+    assert final.state == "success"
+    after = observed.wait_metric(
+        "beatflow_task_runs_total", before.total("beatflow_task_runs_total", dag="t_skip") + 3,
+        dag="t_skip",
+    )  # fmt: skip
+
+    def moved(**labels: str) -> float:
+        metric, dag = "beatflow_task_runs_total", "t_skip"
+        return after.total(metric, dag=dag, **labels) - before.total(metric, dag=dag, **labels)
+
+    assert moved(task="maybe", state="skipped") == 1  # raised Skip
+    assert moved(task="load", state="skipped") == 1  # all_success below a skipped task
+    assert moved(task="cleanup", state="success") == 1
