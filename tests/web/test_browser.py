@@ -358,3 +358,44 @@ def test_pages_fit_390_px_have_a_dark_mode_and_a_favicon(
     assert favicon.status_code == 200 and favicon.headers["content-type"].startswith(
         "image/svg+xml"
     )
+
+
+def test_skipped_tasks_are_shown_as_skipped_with_their_reason(
+    page: object, web: WebServer, tmp_path: Path
+) -> None:
+    with web.client() as c:
+        run = c.post("/api/v1/dags/web_branch/runs", json={}).json()
+        final = web.wait_run("web_branch", run["run_id"])
+        assert final["state"] == "success"
+        tasks = {t["task_id"]: t for t in final["tasks"]}  # type: ignore[attr-defined]
+        assert {t: tasks[t]["state"] for t in tasks} == {
+            "choose": "success",
+            "taken": "success",
+            "not_taken": "skipped",
+            "nothing_to_do": "skipped",
+        }
+        base = f"/api/v1/dags/web_branch/runs/{run['run_id']}/tasks"
+        assert c.get(f"{base}/nothing_to_do").json()["error"] == "nothing to do today"
+        assert c.get(f"{base}/not_taken").json()["error"] == "branch choose followed taken"
+        grid = c.get("/api/v1/dags/web_branch/grid").json()
+        assert {r["task_id"]: r["states"][-1] for r in grid["tasks"]}["not_taken"] == "skipped"
+    page.goto(f"{web.url}/dags/web_branch/runs/{run['run_id']}")  # type: ignore[attr-defined]
+    wait_state(page, "success")
+    node = page.locator('#run-graph g.node.state-skipped[data-task="not_taken"] rect')  # type: ignore[attr-defined]
+    done = page.locator('#run-graph g.node.state-success[data-task="taken"] rect')  # type: ignore[attr-defined]
+    style = "(r, p) => getComputedStyle(r).getPropertyValue(p)"
+    assert node.evaluate(style, "stroke-dasharray") not in ("", "none")  # dashed: not run
+    assert node.evaluate(style, "fill") != done.evaluate(style, "fill")
+    badge = page.locator('tr[data-instance="not_taken"] .badge.state-skipped')  # type: ignore[attr-defined]
+    assert badge.inner_text() == "skipped"
+    colour = (
+        "s => { const e = document.createElement('span'); e.className = `badge state-${s}`;"
+        " document.body.append(e); const c = getComputedStyle(e).backgroundColor; e.remove();"
+        " return c; }"
+    )
+    others = {page.evaluate(colour, s) for s in ("queued", "none", "success", "cancelled")}  # type: ignore[attr-defined]
+    assert page.evaluate(colour, "skipped") not in others  # type: ignore[attr-defined]
+    shot(page, tmp_path, "run-skipped")
+    page.goto(f"{web.url}/dags/web_branch/runs/{run['run_id']}/tasks/nothing_to_do")  # type: ignore[attr-defined]
+    assert page.inner_text("#task-skip-reason") == "nothing to do today"  # type: ignore[attr-defined]
+    assert page.locator("#task-error").count() == 0  # type: ignore[attr-defined]

@@ -70,8 +70,8 @@ def show(dag_id: str, run_id: str, as_json: bool) -> None:
         label = t.task_id if t.map_index < 0 else f"{t.task_id}[{t.map_index}]"
         took = f"{t.duration_seconds:.3f}s" if t.duration_seconds is not None else "-"
         click.echo(f"  {label:<32} {t.state:<16} try {t.try_number:<3} {took:>9}")
-        if t.error:
-            click.echo(f"      error: {t.error}")
+        if t.error:  # a skipped task run's is why it was skipped
+            click.echo(f"      {'reason' if t.state == 'skipped' else 'error'}: {t.error}")
 
 
 def _report(run: Any, as_json: bool, verb: str) -> None:

@@ -61,6 +61,12 @@ class MarkBody(RequestBody):
     reason: Reason = ""
 
 
+# a task run's ``error``: what went wrong, or for a skipped task run why it was skipped
+SKIP_REASON = (
+    "why it failed; for a skipped task run, why it was skipped (the reason given to Skip, the "
+    "branch or short-circuit that skipped it, or the trigger rule)"
+)
+
 # ---------------------------------------------------------------------- errors
 
 
@@ -207,7 +213,7 @@ class TaskRun(Model):
     ended_at: Timestamp | None
     duration_seconds: float | None
     result: Any = Field(description="left out (null) here: read the task run")
-    error: str | None
+    error: str | None = Field(description=SKIP_REASON)
 
 
 class RunDetail(DagRun):
@@ -253,7 +259,7 @@ class TaskRunDetail(Model):
     started_at: Timestamp | None
     ended_at: Timestamp | None
     duration_seconds: float | None
-    error: str | None
+    error: str | None = Field(description=SKIP_REASON)
     celery_task_id: str | None
     traceback: str | None
     result: ResultPreview
