@@ -126,9 +126,8 @@ def test_dags_check_passes_on_the_shipped_examples():
     )
     assert result.exit_code == 0, result.output
     data = json.loads(result.output)
-    assert data["ok"] and {"example_etl", "example_fan_out", "example_trigger_rules"} <= set(
-        data["dags"]
-    )
+    shipped = {"example_etl", "example_fan_out", "example_trigger_rules", "example_branching"}
+    assert data["ok"] and shipped <= set(data["dags"])
 
 
 def test_dags_list_shows_broken_dags_with_their_errors(folder, tmp_path):
