@@ -124,3 +124,24 @@ with DAG("t_skip", params={"skip": True}):
     got = maybe()
     load(got)
     got >> cleanup()
+
+
+@task
+def items() -> list[int]:
+    return [0, 1, 2, 3]
+
+
+@task
+def evens_only(n: int) -> int:
+    if n % 2:
+        raise Skip(f"{n} is odd")
+    return n
+
+
+@task(trigger_rule="none_failed")
+def collect(values: list) -> list:
+    return values
+
+
+with DAG("t_skip_map"):
+    collect(evens_only.map(items()))

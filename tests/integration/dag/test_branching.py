@@ -91,3 +91,13 @@ def test_a_task_that_raises_skip_ends_skipped_with_its_reason(cluster):
 
     final, tasks = cluster.run("t_skip", conf={"skip": False})
     assert states(tasks) == {"maybe": "success", "load": "success", "cleanup": "success"}
+
+
+def test_map_instances_that_skip_themselves_end_the_fan_in_and_the_run(cluster):
+    final, tasks = cluster.run("t_skip_map")
+    assert final.state == "success", tasks
+    assert [tasks[f"evens_only[{i}]"].state for i in range(4)] == [
+        "success", "skipped", "success", "skipped"
+    ]  # fmt: skip
+    assert tasks["evens_only[1]"].error == "1 is odd"
+    assert tasks["collect"].result == [0, None, 2, None]

@@ -211,7 +211,15 @@ def test_json_results_round_trip_including_none(store: Store) -> None:
 def test_finishing_with_a_state_that_is_not_an_outcome_raises(store: Store) -> None:
     held = claim(store)
     with pytest.raises(StoreError, match="cannot finish task run"):
-        store.finish_task_run(KEY, held.token or "", state="skipped")
+        store.finish_task_run(KEY, held.token or "", state="upstream_failed")
+
+
+def test_a_claimed_task_run_that_skipped_itself_is_final_with_its_reason(store: Store) -> None:
+    held = claim(store)
+    assert store.finish_task_run(KEY, held.token or "", state="skipped", error="no new files")
+    record = store.get_task_run(KEY)
+    assert record is not None and (record.state, record.error) == ("skipped", "no new files")
+    assert not store.finish_task_run(KEY, held.token or "", state="success", result=1)  # final
 
 
 def test_set_task_state_records_a_decision_once_and_never_overwrites(store: Store) -> None:
