@@ -120,7 +120,7 @@ def load(value: str) -> str:
     return f"loaded {value}"
 
 
-with DAG("t_skip", params={"skip": True}):
+with DAG("t_skip_self", params={"skip": True}):
     got = maybe()
     load(got)
     got >> cleanup()

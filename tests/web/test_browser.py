@@ -377,6 +377,8 @@ def test_skipped_tasks_are_shown_as_skipped_with_their_reason(
         base = f"/api/v1/dags/web_branch/runs/{run['run_id']}/tasks"
         assert c.get(f"{base}/nothing_to_do").json()["error"] == "nothing to do today"
         assert c.get(f"{base}/not_taken").json()["error"] == "branch choose followed taken"
+        shown = c.get("/api/v1/dags/web_branch").json()["tasks"]
+        assert {t["task_id"]: t["control"] for t in shown}["choose"] == "branch"
         grid = c.get("/api/v1/dags/web_branch/grid").json()
         assert {r["task_id"]: r["states"][-1] for r in grid["tasks"]}["not_taken"] == "skipped"
     page.goto(f"{web.url}/dags/web_branch/runs/{run['run_id']}")  # type: ignore[attr-defined]

@@ -167,6 +167,7 @@ def show(dag_id: str, fmt: str, as_json: bool) -> None:
                         "upstream": sorted(s.upstream),
                         "trigger_rule": s.trigger_rule,
                         "mapped_over": s.map_over,
+                        "control": s.control,
                         "retries": s.retry.retries,
                     }
                     for t, s in dag.tasks.items()

@@ -51,6 +51,8 @@ def render_text(dag: DAG, plan: Plan | None = None) -> str:
         extra = []
         if spec.map_over:
             extra.append(f"mapped over {spec.map_over}")
+        if spec.control:
+            extra.append(spec.control.replace("_", "-"))
         if spec.trigger_rule != "all_success":
             extra.append(f"trigger_rule={spec.trigger_rule}")
         if spec.retry.retries:

@@ -142,6 +142,11 @@ class TaskSpec(Model):
     level: int
     trigger_rule: str
     mapped_over: str | None
+    control: str | None = Field(
+        default=None,
+        description="branch, short_circuit (skips everything downstream) or short_circuit_direct "
+        "(skips its direct downstream): its result decides which tasks below it run",
+    )
     retries: int
     queue: str | None
 

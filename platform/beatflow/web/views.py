@@ -116,6 +116,7 @@ def dag_detail(dag: DAG, paused: bool, last_runs: Sequence[RunLike]) -> dict[str
                 "level": depth[tid],
                 "trigger_rule": spec.trigger_rule,
                 "mapped_over": spec.map_over,
+                "control": spec.control,
                 "retries": spec.retry.retries,
                 "queue": spec.queue,
             }

@@ -80,16 +80,16 @@ def test_a_short_circuit_that_respects_trigger_rules_skips_only_its_direct_downs
 
 
 def test_a_task_that_raises_skip_ends_skipped_with_its_reason(cluster):
-    final, tasks = cluster.run("t_skip", conf={"skip": True})
+    final, tasks = cluster.run("t_skip_self", conf={"skip": True})
     assert final.state == "success", tasks
     assert tasks["maybe"].state == "skipped"
     assert tasks["maybe"].error == "no new files today"
     assert tasks["maybe"].try_number == 1
     assert tasks["load"].state == "skipped"  # all_success
     assert tasks["cleanup"].state == "success"  # all_done
-    assert cluster.store.list_dead_letters("t_skip") == []
+    assert cluster.store.list_dead_letters("t_skip_self") == []
 
-    final, tasks = cluster.run("t_skip", conf={"skip": False})
+    final, tasks = cluster.run("t_skip_self", conf={"skip": False})
     assert states(tasks) == {"maybe": "success", "load": "success", "cleanup": "success"}
 
 

@@ -58,14 +58,14 @@ def test_a_failed_run_exits_non_zero_and_runs_show_names_the_error(cluster):
 
 
 def test_runs_show_gives_a_skipped_task_run_its_state_and_reason(cluster):
-    code, out = cli(cluster, "dags", "trigger", "t_skip", "--wait", "--run-id", "cli-skip")
+    code, out = cli(cluster, "dags", "trigger", "t_skip_self", "--wait", "--run-id", "cli-skip")
     assert code == 0, out
-    code, out = cli(cluster, "runs", "show", "t_skip", "cli-skip")
+    code, out = cli(cluster, "runs", "show", "t_skip_self", "cli-skip")
     lines = out.splitlines()
     maybe = next(i for i, line in enumerate(lines) if line.split()[:2] == ["maybe", "skipped"])
     assert lines[maybe + 1].strip() == "reason: no new files today"
     assert any(line.split()[:2] == ["load", "skipped"] for line in lines)
-    code, out = cli(cluster, "runs", "show", "t_skip", "cli-skip", "--json")
+    code, out = cli(cluster, "runs", "show", "t_skip_self", "cli-skip", "--json")
     tasks = {t["task_id"]: t for t in json.loads(out)["tasks"]}
     assert (tasks["maybe"]["state"], tasks["maybe"]["error"]) == ("skipped", "no new files today")
 

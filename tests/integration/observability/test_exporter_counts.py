@@ -236,16 +236,16 @@ def test_skipped_task_runs_are_counted_by_state(observed: Observed) -> None:
     """A task that raised Skip and one skipped by its trigger rule each count once as skipped;
     the run's other task as a success."""
     before = observed.scrape()
-    run = trigger_dag(runtime_of(observed.app), "t_skip", conf={"skip": True})
-    final = follow_run(runtime_of(observed.app), "t_skip", run.run_id, timeout=60)
+    run = trigger_dag(runtime_of(observed.app), "t_skip_self", conf={"skip": True})
+    final = follow_run(runtime_of(observed.app), "t_skip_self", run.run_id, timeout=60)
     assert final.state == "success"
     after = observed.wait_metric(
-        "beatflow_task_runs_total", before.total("beatflow_task_runs_total", dag="t_skip") + 3,
-        dag="t_skip",
+        "beatflow_task_runs_total", before.total("beatflow_task_runs_total", dag="t_skip_self") + 3,
+        dag="t_skip_self",
     )  # fmt: skip
 
     def moved(**labels: str) -> float:
-        metric, dag = "beatflow_task_runs_total", "t_skip"
+        metric, dag = "beatflow_task_runs_total", "t_skip_self"
         return after.total(metric, dag=dag, **labels) - before.total(metric, dag=dag, **labels)
 
     assert moved(task="maybe", state="skipped") == 1  # raised Skip

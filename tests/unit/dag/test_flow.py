@@ -157,3 +157,16 @@ def test_control_tasks_cannot_be_mapped_and_skip_carries_its_reason():
         pick.map(a())
     assert Skip("why").reason == "why"
     assert pick() == "a"  # outside a DAG: the function itself
+
+
+def test_dags_show_names_each_control_task():
+    from beatflow.dag.render import render_text
+
+    with DAG("shown") as dag:
+        pick() >> a()
+        check() >> b()
+        check_direct() >> c()
+    text = render_text(dag.model)
+    assert "pick  [branch]" in text
+    assert "check  [short-circuit]" in text
+    assert "check_direct  [short-circuit-direct]" in text
