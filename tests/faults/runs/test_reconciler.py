@@ -166,3 +166,29 @@ def test_a_retry_waiting_for_its_backoff_is_not_mistaken_for_a_lost_canvas(
     assert final.resume_count == 0
     assert tasks["flaky_once"].try_number == 2
     assert cluster.count("flaky-slow-retry") == 2
+
+
+def test_a_run_whose_canvas_was_lost_after_its_branch_decided_resumes_with_that_decision(
+    cluster: Cluster,
+) -> None:
+    store = cluster.store
+    store.create_dag_run("t_branch", "lost-after-branch", conf={"follow": "left"})
+    started = store.start_queued_dag_runs("t_branch", 16)
+    assert [r.run_id for r in started] == ["lost-after-branch"]
+    # the fault: the branch decided (its success row holds the ids it followed: "right", not
+    # what the conf would pick now) and every message after it was lost
+    key = "t_branch/lost-after-branch/pick"
+    claim = store.claim_task_run(
+        key, dag_id="t_branch", run_id="lost-after-branch", task_id="pick", map_index=-1,
+        worker="gone", celery_task_id="gone",
+    )  # fmt: skip
+    assert claim.outcome == "run" and claim.token is not None
+    assert store.finish_task_run(key, claim.token, state="success", result=["right"])
+    final, tasks = cluster.wait("t_branch", "lost-after-branch", timeout=BOUND)
+    assert final.state == DagRunState.SUCCESS, tasks
+    assert final.resume_count == 1
+    assert cluster.count("pick-lost-after-branch") == 0  # decided once, never again
+    assert (tasks["left"].state, tasks["right"].state) == ("skipped", "success")
+    assert tasks["left"].error == "branch pick followed right"
+    assert cluster.count("right-lost-after-branch") == 1
+    assert cluster.count("join-lost-after-branch") == 1
