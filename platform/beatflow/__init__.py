@@ -15,9 +15,12 @@ __all__ = [
     "DAG",
     "BeatflowError",
     "Idempotent",
+    "Notifier",
     "Param",
     "Settings",
     "Skip",
+    "SmtpNotifier",
+    "WebhookNotifier",
     "__version__",
     "context",
     "init_app",
@@ -44,6 +47,10 @@ def __getattr__(name: str) -> Any:
         from beatflow.dag import authoring
 
         return getattr(authoring, name)
+    if name in ("Notifier", "WebhookNotifier", "SmtpNotifier"):  # on_*_callback=Notifier(...)
+        from beatflow import notify
+
+        return getattr(notify, name)
     if name == "Idempotent":  # base class for plain Celery tasks with a durable dedupe key
         from beatflow.plain import Idempotent
 

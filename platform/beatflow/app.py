@@ -23,6 +23,7 @@ from beatflow.execution.canvas import counting_backend
 from beatflow.execution.lease import LeaseKeeper
 from beatflow.execution.send import BatchingCelery, BatchingEvents
 from beatflow.logs import configure_logging
+from beatflow.notify import deliver
 from beatflow.observability.flower import configure_if_flower
 from beatflow.runs import fire, reconciler
 from beatflow.runtime import Runtime, attach, runtime_of
@@ -103,6 +104,7 @@ def init_app(
     install(app, runtime, load_dags=load_dags)  # the worker's tasks, beatflow.finish_run among them
     install_log_capture(runtime)  # task logs into the results DB, in worker processes
     fire.register(app)
+    deliver.register(app)  # beatflow.notify: a notifier's event sent off the task's path
     reconciler.register(app)  # a worker runs the reconciler's thread (HA by a Redis lease)
     plain.install(app, settings, import_now=load_dags)  # BEATFLOW_IMPORTS: plain Celery tasks
     global _settings

@@ -41,6 +41,7 @@ LAYERS: list[set[str]] = [
     {"store"},
     {"runtime"},  # holds the dags folder and the store (by type), used by everything above
     {"execution", "plain"},
+    {"notify"},  # callbacks and notifiers: below the worker and runs, which call them
     {"runs"},
     {"worker"},  # the worker side: the node wrapper and its tasks, closing runs through runs
     {"scheduler"},

@@ -99,6 +99,8 @@ class DAG:
         description: str = "",
         on_failure: Callable[..., Any] | None = None,
         on_sla_miss: Callable[..., Any] | None = None,
+        on_success_callback: Any = None,
+        on_failure_callback: Any = None,
     ) -> None:
         file, line = _caller()
         try:
@@ -135,6 +137,11 @@ class DAG:
                 file=file,
                 line=line,
             )
+        callbacks = _callbacks(
+            {"on_success_callback": on_success_callback, "on_failure_callback": on_failure_callback}
+        )
+        if isinstance(callbacks, str):
+            raise DagDefinitionError(f'DAG "{dag_id}": {callbacks}', file=file, line=line)
         self.model = model.DAG(
             dag_id=dag_id,
             schedule=sched,
@@ -150,6 +157,7 @@ class DAG:
             description=description,
             on_failure=on_failure,
             on_sla_miss=on_sla_miss,
+            callbacks=callbacks,
             file=file,
             line=line,
             defaults=self.defaults,
@@ -187,6 +195,7 @@ _TASK_OPTIONS = {
     "dedupe_key",
     "on_retry",
     "on_failure",
+    *(f"on_{event}_callback" for event in model.CALLBACK_EVENTS),
 }
 
 
@@ -279,6 +288,9 @@ class Task:
         except InvalidIdError as exc:
             raise DagDefinitionError(f'DAG "{dag.dag_id}": {exc}', file=file, line=line) from None
         problems = _option_problems(opts)
+        callbacks = _callbacks(opts)
+        if isinstance(callbacks, str):
+            problems.append(callbacks)
         if problems:
             raise DagDefinitionError(
                 f'task "{task_id}" of DAG "{dag.dag_id}": ' + "; ".join(problems),
@@ -306,6 +318,7 @@ class Task:
             map_over=map_over,
             on_retry=opts.get("on_retry"),
             on_failure=opts.get("on_failure"),
+            callbacks=callbacks if isinstance(callbacks, dict) else {},
             file=file,
             line=line,
         )
@@ -354,6 +367,23 @@ def _option_problems(opts: Mapping[str, Any]) -> list[str]:
     if queue is not None and (not isinstance(queue, str) or not _QUEUE_RE.fullmatch(queue)):
         problems.append(f"queue must be letters, digits, '_', '.' and '-', got {queue!r:.40}")
     return problems
+
+
+def _callbacks(opts: Mapping[str, Any]) -> dict[str, tuple[Callable[..., Any], ...]] | str:
+    """The ``on_<event>_callback`` options as event -> callables, or what is wrong with one."""
+    out: dict[str, tuple[Callable[..., Any], ...]] = {}
+    for event in model.CALLBACK_EVENTS:
+        name = f"on_{event}_callback"
+        if name not in opts:
+            continue
+        found = model.callback_list(opts[name])
+        if found is None:
+            return (
+                f"{name} must be a callable, a notifier or a list of them, got {opts[name]!r:.40}"
+            )
+        if found:
+            out[event] = found
+    return out
 
 
 def _to_ref(value: Any) -> Any:

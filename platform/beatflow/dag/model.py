@@ -32,6 +32,23 @@ TRIGGER_RULES = (
     "all_done_min_one_success",
 )
 
+# what a callback is called for: on_<event>_callback (task level: every one; DAG level: success
+# and failure, at the run's end)
+CALLBACK_EVENTS = ("success", "failure", "retry", "skipped")
+DAG_CALLBACK_EVENTS = ("success", "failure")
+Callbacks = Mapping[str, tuple[Callable[..., Any], ...]]
+
+
+def callback_list(value: Any) -> tuple[Callable[..., Any], ...] | None:
+    """An ``on_*_callback`` option as a tuple of callables (a callable, a notifier, or a list
+    of them; None: none), or None when it is not one."""
+    if value is None:
+        return ()
+    items = list(value) if isinstance(value, list | tuple) else [value]
+    if not all(callable(item) for item in items):
+        return None
+    return tuple(items)
+
 
 @dataclass(frozen=True, slots=True)
 class Ref:
@@ -91,10 +108,12 @@ class TaskSpec:
     map_over: str | None = None  # upstream task id whose result list this task is mapped over
     control: str | None = None  # a branch or short-circuit task (dag/flow.py): its result decides
     order_upstream: set[str] = field(default_factory=set)
-    # called as fn(dag_id=, run_id=, task_id=, error=) after a failed try that will be retried,
-    # and after the last try failed: hooks for users' own alerting
+    # deprecated (on_retry_callback, on_failure_callback): called as fn(dag_id=, run_id=,
+    # task_id=, error=) after a failed try that will be retried, and after the last try failed
     on_retry: Callable[..., Any] | None = None
     on_failure: Callable[..., Any] | None = None
+    # on_<event>_callback: event -> callables and notifiers, each called with the context
+    callbacks: Callbacks = field(default_factory=dict)
     file: str | None = None
     line: int | None = None
 
@@ -176,6 +195,7 @@ class DAG:
     description: str = ""
     on_failure: Callable[..., Any] | None = None
     on_sla_miss: Callable[..., Any] | None = None
+    callbacks: Callbacks = field(default_factory=dict)  # on_success/on_failure_callback
     file: str | None = None
     line: int | None = None
     defaults: dict[str, Any] = field(default_factory=dict)  # default_args for its tasks

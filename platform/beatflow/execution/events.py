@@ -126,6 +126,11 @@ def _send(event_type: str, **fields: Any) -> None:
         log.debug("could not send %s event", event_type, exc_info=True)
 
 
+def send_event(event_type: str, **fields: Any) -> None:
+    """A custom Celery event from the running task (none outside a task, nothing raised)."""
+    _send(event_type, **fields)
+
+
 def task_run_finished(dag_id: str, task_id: str, state: str, duration: float | None = None) -> None:
     _send(TASK_RUN_FINISHED, dag_id=dag_id, task_id=task_id, state=state, duration=duration)
 

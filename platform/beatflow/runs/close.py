@@ -1,6 +1,6 @@
 """Closing a DAG run: its final state from its task runs (once every task has a final row), the
-announcement and event of its end, the DAG's on_failure callback, and the dispatch of the runs
-waiting for its slot."""
+announcement and event of its end, the DAG's callbacks (``notify.callbacks``), and the dispatch
+of the runs waiting for its slot."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 from beatflow.errors import BeatflowError, RunNotFoundError
 from beatflow.execution import announce, decide, events, rules
+from beatflow.notify import callbacks
 from beatflow.runs.dispatch import dispatch_quietly, send_quietly
 from beatflow.runtime import Runtime
 from beatflow.states import DAG_RUN_ACTIVE, DagRunState
@@ -80,7 +81,7 @@ def _closed(
     started: Sequence[DagRunRecord] | None = None,
 ) -> str:
     """What follows a DAG run's end: the announcement, the log line, its event (or
-    ``on_closed``), the DAG's on_failure callback, and the dispatch of waiting runs (or, when
+    ``on_closed``), the DAG's callbacks and notifiers, and the dispatch of waiting runs (or, when
     the close already started them, ``started``: sending them)."""
     dag_id, run_id = record.dag_id, record.run_id
     if record.followed:  # someone listens (migration 0013): wake it
@@ -99,11 +100,7 @@ def _closed(
         events.dag_run_finished(dag_id, record.state, record.duration_seconds)
     if dag is None:
         return record.state
-    if record.state == DagRunState.FAILED and dag.on_failure is not None:
-        try:
-            dag.on_failure(dag_id=dag_id, run_id=run_id, state=record.state)
-        except Exception:  # a user's callback must not change the outcome
-            log.exception("on_failure callback of DAG %s raised", dag_id)
+    callbacks.dag_event(runtime, dag, record)  # its callbacks, now that its end is committed
     if started is None:
         dispatch_quietly(runtime, dag_id)
     else:

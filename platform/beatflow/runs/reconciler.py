@@ -34,6 +34,7 @@ from redis.exceptions import LockNotOwnedError
 
 from beatflow import connections, keys
 from beatflow.errors import BeatflowError, BrokerUnavailableError, DagNotFoundError
+from beatflow.notify.deliver import resend_pending
 from beatflow.runs.close import close_run, run_outcome
 from beatflow.runs.dispatch import dispatch_quietly, send_run
 from beatflow.runtime import Runtime, runtime_of
@@ -57,6 +58,7 @@ class PassReport:
     closed: list[str] = field(default_factory=list)
     resumed: list[str] = field(default_factory=list)
     failed: list[str] = field(default_factory=list)
+    notifications: int = 0  # notifier events sent again
 
     @property
     def acted(self) -> bool:
@@ -88,6 +90,7 @@ def reconcile_once(runtime: Runtime, *, now: datetime | None = None) -> PassRepo
     stall = timedelta(seconds=settings.reconcile_stall_seconds)
     for run in store.stalled_dag_runs(stall, limit=limit):
         _reconcile_stalled(runtime, run, stall, report)
+    report.notifications = resend_pending(runtime, limit)  # events whose message was lost
     return report
 
 

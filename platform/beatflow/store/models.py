@@ -265,6 +265,28 @@ class MapFanIn(Base):
     canvas: Mapped[dict[str, Any] | None] = mapped_column(Json, nullable=True)
 
 
+class Notification(Base):
+    """A notifier's event (migration 0019): the outbox row a task's or a DAG run's end writes
+    once its state is committed (``pending``), claimed by the one delivery that sends it
+    (``sending``), then ``sent`` or ``failed``. Its key makes a redelivered or duplicated event
+    send at most once."""
+
+    __tablename__ = "notifications"
+    __table_args__ = (sa.Index(None, "state", "created_at"),)
+
+    event_key: Mapped[str] = mapped_column(sa.String(1024), primary_key=True)
+    dag_id: Mapped[str] = mapped_column(sa.String(250))
+    run_id: Mapped[str] = mapped_column(sa.String(250))
+    kind: Mapped[str] = mapped_column(sa.String(20))
+    state: Mapped[str] = mapped_column(sa.String(20))
+    payload: Mapped[dict[str, Any]] = mapped_column(Json)
+    created_at: Mapped[datetime]
+    claimed_at: Mapped[datetime | None]
+    ended_at: Mapped[datetime | None]
+    tries: Mapped[int] = mapped_column(sa.Integer, server_default="0")
+    error: Mapped[str | None] = mapped_column(sa.Text, nullable=True)
+
+
 dag_runs: sa.Table = DagRun.__table__  # type: ignore[assignment]
 task_runs: sa.Table = TaskRun.__table__  # type: ignore[assignment]
 dead_letters: sa.Table = DeadLetter.__table__  # type: ignore[assignment]
@@ -275,3 +297,4 @@ beat_terms: sa.Table = BeatTerm.__table__  # type: ignore[assignment]
 task_logs: sa.Table = TaskLog.__table__  # type: ignore[assignment]
 map_items: sa.Table = MapItem.__table__  # type: ignore[assignment]
 map_fan_ins: sa.Table = MapFanIn.__table__  # type: ignore[assignment]
+notifications: sa.Table = Notification.__table__  # type: ignore[assignment]

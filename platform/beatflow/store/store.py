@@ -18,6 +18,7 @@ from beatflow.store.engine import is_sqlite, sqlite_path, translate_errors
 from beatflow.store.fan_ins import FanInsMixin
 from beatflow.store.hot import HotPathMixin
 from beatflow.store.maintenance import MaintenanceMixin
+from beatflow.store.notifications import NotificationsMixin
 from beatflow.store.run_control import RunControlMixin
 from beatflow.store.run_creation import RunCreationMixin
 from beatflow.store.task_logs import TaskLogsMixin
@@ -40,6 +41,7 @@ class Store(
     BrowseMixin,
     HotPathMixin,
     FanInsMixin,
+    NotificationsMixin,
 ):
     """The results database: DAG runs, task runs (claimed by dedupe key), dead letters, pauses.
 

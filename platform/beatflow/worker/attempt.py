@@ -26,6 +26,7 @@ from beatflow.execution import canvas, events
 from beatflow.execution.context import TaskContext, make_logger
 from beatflow.execution.decide import run_outcome
 from beatflow.logs import correlation
+from beatflow.notify import callbacks
 from beatflow.states import TaskRunState
 from beatflow.store import DeadLetterDraft, FinishedRun, TaskRunEnded
 from beatflow.worker.inputs import inputs
@@ -124,22 +125,17 @@ class Attempt:
             "task run %s failed after %d tries: %s; dead letter recorded", self.key, tries, error
         )
         events.task_run_finished(self.dag.dag_id, self.spec.task_id, "failed")
-        self.callback(self.spec.on_failure, error)
+        self.notify(TaskRunState.FAILED, error, tries)
         record_final_failure(self.task, exc or TaskRunFailedError(error))
 
-    def callback(self, fn: Any, error: str) -> None:
-        if fn is None:
-            return
-        try:
-            with canvas.sending_canvas(False):  # user code
-                fn(
-                    dag_id=self.dag.dag_id,
-                    run_id=self.run.run_id,
-                    task_id=self.spec.task_id,
-                    error=error,
-                )
-        except Exception:  # a user's callback must not change the outcome
-            log.exception("callback %r raised", fn)
+    def notify(self, state: str, error: str | None = None, tries: int | None = None) -> None:
+        """The task run's ``on_*_callback``s for ``state``, once it is committed (``finish``
+        returned): plain callables in process, notifiers through the outbox; never raises."""
+        callbacks.task_event(
+            self.runtime, self.dag, self.spec, self.run, state=state, map_index=self.index,
+            try_number=self.try_number if tries is None else tries, error=error,
+            dedupe_key=self.key,
+        )  # fmt: skip
 
 
 def execute(attempt: Attempt, rows: list[TaskRunRecord]) -> dict[str, Any] | None:
@@ -195,6 +191,7 @@ def execute(attempt: Attempt, rows: list[TaskRunRecord]) -> dict[str, Any] | Non
             # its success is recorded: the next step of its chain goes with its event in one
             # round trip (a run's closing task has none; a fan-out's are sent by Celery)
             canvas.send_chain_step(a.task)
+            a.notify(TaskRunState.SUCCESS)  # after the next step is on its way
             return events.outcome(TaskRunState.SUCCESS)
     finally:
         reset_task_context(ctx_token)
@@ -227,7 +224,7 @@ def handle_failure(attempt: Attempt, exc: Exception) -> None:
             delay,
         )
         events.task_run_finished(attempt.dag.dag_id, spec.task_id, "up_for_retry")
-        attempt.callback(spec.on_retry, error)
+        attempt.notify(TaskRunState.UP_FOR_RETRY, error)
         retry_later(attempt.task, delay, exc)
     attempt.fail(error, tb, exc=exc)
 

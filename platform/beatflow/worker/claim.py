@@ -136,11 +136,11 @@ def record_decided(
     index: int,
     decision: Decision,
     state: TaskRunState,
-) -> None:
+) -> bool:
     """Record what the trigger rule (or a branch or short-circuit above) decided (skipped,
     upstream_failed) without running, with why: a decision about this run, under this run's
-    own key (a custom key may be shared)."""
-    store.set_task_state(
+    own key (a custom key may be shared). True only if this call wrote it."""
+    wrote = store.set_task_state(
         default_dedupe_key(dag.dag_id, run_id, spec.task_id, index),
         dag_id=dag.dag_id,
         run_id=run_id,
@@ -150,6 +150,7 @@ def record_decided(
         error=decision.reason or None,  # why: shown as the reason of a skip
     )
     log.info("task %s %s by %s", spec.task_id, state, decision.reason)
+    return wrote
 
 
 def claim_key(

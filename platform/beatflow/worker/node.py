@@ -24,6 +24,7 @@ from beatflow.execution.dedupe import default_dedupe_key
 from beatflow.execution.options import store_retry_delay
 from beatflow.ids import check_run_id
 from beatflow.logs import correlation
+from beatflow.notify import callbacks
 from beatflow.states import DAG_RUN_FINAL
 from beatflow.worker import claim, mapping
 from beatflow.worker.attempt import Attempt, execute
@@ -66,7 +67,9 @@ def run_task(
         log.info("task %s waits: %s", spec.task_id, decision.reason)
         retry_later(task, UPSTREAM_WAIT_SECONDS)
     if (state := decision.recorded_state) is not None:
-        claim.record_decided(store, dag, spec, run_id, index, decision, state)
+        if claim.record_decided(store, dag, spec, run_id, index, decision, state):
+            callbacks.task_event(runtime, dag, spec, read.run, state=state, map_index=index,
+                            reason=decision.reason, dedupe_key=key)  # fmt: skip
         return events.outcome(state)
     got = read.claim or claim.claim_key(store, task, dag, spec, run_id, index, key)
     decision = decide(dataclasses.replace(situation, claim=claim.seen(got, own)))
