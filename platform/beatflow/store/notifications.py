@@ -57,9 +57,10 @@ class NotificationsMixin(StoreBase):
             self._insert(notifications)
             .values(**values)
             .on_conflict_do_nothing(index_elements=["event_key"])
+            .returning(notifications.c.event_key)
         )
         with self._write(f"recording notification {event_key}") as conn:
-            return bool(conn.execute(insert).rowcount)
+            return conn.execute(insert).first() is not None
 
     def take_notification(self, event_key: str) -> dict[str, Any] | None:
         """Claim a pending event for the one delivery that sends it (``sending``); its payload,
