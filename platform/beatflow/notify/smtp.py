@@ -43,7 +43,7 @@ class SmtpNotifier(Notifier):
         from_addr: str,
         to_addrs: str | Iterable[str],
         username: str | None = None,
-        password_env: str = "BEATFLOW_SMTP_PASSWORD",
+        password_env: str = "SMTP_PASSWORD",
         starttls: bool = False,
         ssl: bool = False,
         subject: Text = None,
