@@ -116,6 +116,12 @@ class EventHandler:
             m.reconciler_actions.labels(
                 dag=_s(event.get("dag_id")), action=_s(event.get("action"))
             ).inc()
+        elif kind == "beatflow-callback":  # beatflow.notify.callbacks.CALLBACK_EVENT
+            m.callbacks.labels(
+                dag=_s(event.get("dag_id")),
+                event=_s(event.get("event")),
+                outcome=_s(event.get("outcome")),
+            ).inc()
         elif kind == beatflow_events.DAG_RUN_FINISHED:
             self._dag_run_finished(
                 _s(event.get("dag_id")), _s(event.get("state")), event.get("duration")

@@ -133,6 +133,13 @@ class Metrics:
             ["dag", "action"],
             registry=r,
         )
+        self.callbacks = Counter(
+            "beatflow_callbacks",
+            "Callback and notifier outcomes: error (a callback raised), sent, failed (a "
+            "notifier's tries ran out), duplicate (an event already sent or being sent).",
+            ["dag", "event", "outcome"],
+            registry=r,
+        )
         self.duplicate_deliveries = Counter(
             "beatflow_duplicate_deliveries",
             "Messages for a task run that had already finished (not run again).",

@@ -111,12 +111,14 @@ def test_beatflow_events_count_task_runs_duplicates_and_dag_runs() -> None:
         {"type": "task-succeeded", "uuid": "u2", "result": repr(outcome("success", duplicate=True))}
     )
     h.handle({"type": "beatflow-duplicate-delivery", "dag_id": "etl", "task_id": "load"})
+    h.handle({"type": "beatflow-callback", "dag_id": "etl", "event": "failure", "outcome": "error"})
     h.handle(
         {"type": "beatflow-dag-run-finished", "dag_id": "etl", "state": "success", "duration": 42.0}
     )
     assert value(h, "beatflow_task_runs_total", dag="etl", task="load", state="up_for_retry") == 1
     assert value(h, "beatflow_task_runs_total", dag="etl", task="load", state="success") == 1
     assert value(h, "beatflow_duplicate_deliveries_total", dag="etl", task="load") == 2
+    assert value(h, "beatflow_callbacks_total", dag="etl", event="failure", outcome="error") == 1
     assert value(h, "beatflow_dag_runs_total", dag="etl", state="success") == 1
     assert value(h, "beatflow_dag_run_duration_seconds_count", dag="etl") == 1
     assert value(h, "beatflow_dag_run_duration_seconds_bucket", dag="etl", le="60.0") == 1
