@@ -32,6 +32,7 @@ class Hook:
     url: str
     posts: list[tuple[str, dict[str, str], Any]] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
+    release: threading.Event = field(default_factory=threading.Event)  # answers /slow
 
     def received(self, path: str, run_id: str) -> list[tuple[dict[str, str], Any]]:
         """The (headers, body) of the POSTs to ``path`` about ``run_id``."""
@@ -53,6 +54,8 @@ def hook() -> Iterator[Hook]:
             raw = self.rfile.read(length)
             with server_hook.lock:
                 server_hook.posts.append((self.path, dict(self.headers), json.loads(raw)))
+            if self.path.startswith("/slow"):  # hold the sender until the test releases it
+                server_hook.release.wait(timeout=60)
             self.send_response(500 if self.path.startswith("/fail") else 200)
             self.send_header("Content-Length", "2")
             self.end_headers()
@@ -68,6 +71,7 @@ def hook() -> Iterator[Hook]:
     try:
         yield server_hook
     finally:
+        server_hook.release.set()
         server.shutdown()
         server.server_close()
 

@@ -108,3 +108,7 @@ with DAG("n_failing_notifier"):
             record("n_failing_notifier-success"),
         ]
     )()
+
+
+with DAG("n_slow_hook"):
+    hello.override(on_success_callback=WebhookNotifier(WEBHOOK + "/slow", timeout=60))()
