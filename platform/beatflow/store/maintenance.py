@@ -18,6 +18,7 @@ from beatflow.store.models import (
     dead_letters,
     map_fan_ins,
     map_items,
+    notifications,
     task_logs,
     task_runs,
 )
@@ -91,7 +92,9 @@ class MaintenanceMixin(StoreBase):
                 if not batch:
                     return deleted
                 pairs = [(dag_id, run_id) for _, dag_id, run_id in batch]
-                for table in (task_runs, dead_letters, task_logs, map_items, map_fan_ins):
+                for table in (
+                    task_runs, dead_letters, task_logs, map_items, map_fan_ins, notifications
+                ):  # fmt: skip
                     conn.execute(
                         sa.delete(table).where(sa.tuple_(table.c.dag_id, table.c.run_id).in_(pairs))
                     )

@@ -272,7 +272,7 @@ class Notification(Base):
     send at most once."""
 
     __tablename__ = "notifications"
-    __table_args__ = (sa.Index(None, "state", "created_at"),)
+    __table_args__ = (sa.Index(None, "state", "created_at"), sa.Index(None, "dag_id", "run_id"))
 
     event_key: Mapped[str] = mapped_column(sa.String(1024), primary_key=True)
     dag_id: Mapped[str] = mapped_column(sa.String(250))

@@ -30,3 +30,19 @@ def test_an_event_is_written_once_claimed_once_and_ended(database_url: str) -> N
     assert row.claimed_at is not None and row.ended_at is not None
     assert [r.event_key for r in store.list_notifications("d", "r")] == [key]
     store.close()
+
+
+def test_a_pruned_run_takes_its_notifications_with_it(database_url: str) -> None:
+    store = Store(database_url)
+    store.upgrade()
+    store.create_dag_run("d", "old")
+    store.finish_dag_run("d", "old", "success")
+    store.create_dag_run("d", "kept")
+    for run_id in ("old", "kept"):
+        store.add_notification(
+            f"d/{run_id}/@dag/-1/0/success/0", dag_id="d", run_id=run_id, kind="success",
+            payload={"context": {}, "index": 0},
+        )  # fmt: skip
+    assert store.prune(timedelta(0)) == 1
+    assert [r.run_id for r in store.list_notifications("d")] == ["kept"]
+    store.close()

@@ -39,8 +39,10 @@ def upgrade() -> None:
         sa.PrimaryKeyConstraint("event_key", name="pk_notifications"),
     )
     op.create_index("ix_notifications_state_created_at", "notifications", ["state", "created_at"])
+    op.create_index("ix_notifications_dag_id_run_id", "notifications", ["dag_id", "run_id"])
 
 
 def downgrade() -> None:
+    op.drop_index("ix_notifications_dag_id_run_id", table_name="notifications")
     op.drop_index("ix_notifications_state_created_at", table_name="notifications")
     op.drop_table("notifications")
