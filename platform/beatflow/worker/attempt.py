@@ -128,12 +128,16 @@ class Attempt:
         self.notify(TaskRunState.FAILED, error, tries)
         record_final_failure(self.task, exc or TaskRunFailedError(error))
 
-    def notify(self, state: str, error: str | None = None, tries: int | None = None) -> None:
-        """The task run's ``on_*_callback``s for ``state``, once it is committed (``finish``
-        returned): plain callables in process, notifiers through the outbox; never raises."""
+    def notify(
+        self, state: str, error: str | None = None, tries: int | None = None,
+        reason: str | None = None,
+    ) -> None:  # fmt: skip
+        """The task run's ``on_*_callback``s for ``state`` (success, failed, up_for_retry,
+        skipped), once it is committed (``finish`` returned): plain callables in process,
+        notifiers through the outbox; never raises."""
         callbacks.task_event(
             self.runtime, self.dag, self.spec, self.run, state=state, map_index=self.index,
-            try_number=self.try_number if tries is None else tries, error=error,
+            try_number=self.try_number if tries is None else tries, error=error, reason=reason,
             dedupe_key=self.key,
         )  # fmt: skip
 
