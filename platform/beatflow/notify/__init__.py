@@ -6,7 +6,8 @@
 - ``callbacks``: after a state is committed, call the plain callbacks in process and put each
   notifier's event in the outbox (``store.notifications``);
 - ``deliver``: ``beatflow.notify``, the Celery task that claims an event and sends it (at most
-  once, with retries), and the reconciler's re-send of events whose message was lost."""
+  once, with retries);
+- ``sweep``: the reconciler's part: events whose message or outbox row was lost."""
 
 from __future__ import annotations
 

@@ -8,12 +8,13 @@ claims the row (``pending`` -> ``sending``, one winner), then sends with retries
 records ``sent`` or ``failed``. A duplicated or redelivered message finds the row taken and
 sends nothing; a worker killed mid-send leaves it ``sending``, which nothing sends again: at most
 once, by construction. A message lost before it ran (broker restart, worker SIGKILLed between
-the row and the publish) leaves the row ``pending``, and the reconciler sends it again."""
+the row and the publish) leaves the row ``pending``, and the reconciler sends it again; one
+killed between the state's commit and the row leaves no row, and the reconciler writes it
+(``notify.sweep``)."""
 
 from __future__ import annotations
 
 import logging
-from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 import tenacity
@@ -24,17 +25,13 @@ from beatflow.errors import BeatflowError, StoreUnavailableError
 from beatflow.execution import events
 from beatflow.execution.options import STORE_RETRY_MAX_DELAY, TASK_OPTIONS
 from beatflow.notify.base import Notifier
-from beatflow.notify.callbacks import CALLBACK_EVENT, NOTIFY_TASK, send
+from beatflow.notify.callbacks import CALLBACK_EVENT, NOTIFY_TASK
 from beatflow.runtime import runtime_of
-from beatflow.times import utc_now
 
 if TYPE_CHECKING:
     from beatflow.runtime import Runtime
 
 log = logging.getLogger(__name__)
-
-# an event still pending this long after it was written lost its message: send it again
-RESEND_AFTER = timedelta(seconds=60)
 
 
 def notifier_for(runtime: Runtime, payload: dict[str, Any]) -> Notifier | None:
@@ -106,17 +103,6 @@ def _counted(key: str, outcome: str, context: dict[str, Any] | None = None) -> s
     event = (context or {}).get("event") or ""
     events.send_event(CALLBACK_EVENT, dag_id=dag_id, event=event, outcome=outcome)
     return outcome
-
-
-def resend_pending(runtime: Runtime, limit: int = 100) -> int:
-    """Send ``beatflow.notify`` again for events pending longer than ``RESEND_AFTER`` (their
-    message was lost); the claim keeps a late original from sending twice. Returns how many."""
-    keys = runtime.store.pending_notifications(utc_now() - RESEND_AFTER, limit)
-    for key in keys:
-        send(runtime, key)
-    if keys:
-        log.warning("sent %d pending notifications again (their messages were lost)", len(keys))
-    return len(keys)
 
 
 def register(app: Celery) -> None:

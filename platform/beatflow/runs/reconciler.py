@@ -34,7 +34,7 @@ from redis.exceptions import LockNotOwnedError
 
 from beatflow import connections, keys
 from beatflow.errors import BeatflowError, BrokerUnavailableError, DagNotFoundError
-from beatflow.notify.deliver import resend_pending
+from beatflow.notify.sweep import enqueue_missing, resend_pending
 from beatflow.runs.close import close_run, run_outcome
 from beatflow.runs.dispatch import dispatch_quietly, send_run
 from beatflow.runtime import Runtime, runtime_of
@@ -58,7 +58,7 @@ class PassReport:
     closed: list[str] = field(default_factory=list)
     resumed: list[str] = field(default_factory=list)
     failed: list[str] = field(default_factory=list)
-    notifications: int = 0  # notifier events sent again
+    notifications: int = 0  # notifier events sent again, or written when missing
 
     @property
     def acted(self) -> bool:
@@ -90,7 +90,8 @@ def reconcile_once(runtime: Runtime, *, now: datetime | None = None) -> PassRepo
     stall = timedelta(seconds=settings.reconcile_stall_seconds)
     for run in store.stalled_dag_runs(stall, limit=limit):
         _reconcile_stalled(runtime, run, stall, report)
-    report.notifications = resend_pending(runtime, limit)  # events whose message was lost
+    # notifier events whose message, or whose outbox row, was lost (notify.sweep)
+    report.notifications = resend_pending(runtime, limit) + enqueue_missing(runtime, limit)
     return report
 
 

@@ -6,6 +6,7 @@ outcome; ``pending_notifications`` lists rows whose delivery message was lost.""
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -14,7 +15,9 @@ import sqlalchemy as sa
 
 from beatflow.store.base import StoreBase
 from beatflow.store.engine import require_aware, utcnow
-from beatflow.store.models import notifications
+from beatflow.store.models import ENDED, dag_runs, notifications
+from beatflow.store.records import DagRunRecord
+from beatflow.store.rows import dag_run_record
 from beatflow.store.sql import check_conf
 
 NOTIFICATION_STATES = ("pending", "sending", "sent", "failed")
@@ -103,6 +106,37 @@ class NotificationsMixin(StoreBase):
         )
         with self._read("reading pending notifications") as conn:
             return [row[0] for row in conn.execute(query)]
+
+    def existing_notifications(self, event_keys: Collection[str]) -> set[str]:
+        """Which of ``event_keys`` the outbox holds (in any state)."""
+        if not event_keys:
+            return set()
+        query = sa.select(notifications.c.event_key).where(
+            notifications.c.event_key.in_(list(event_keys))
+        )
+        with self._read(f"reading {len(event_keys)} notification keys") as conn:
+            return {row[0] for row in conn.execute(query)}
+
+    def dag_runs_ended_between(
+        self, dag_ids: Collection[str], start: datetime, end: datetime, *, limit: int
+    ) -> list[DagRunRecord]:
+        """Runs of ``dag_ids`` that ended in [``start``, ``end``), oldest first: the runs whose
+        notifications the reconciler checks were written."""
+        if not dag_ids:
+            return []
+        query = (
+            sa.select(dag_runs)
+            .where(
+                ENDED,
+                dag_runs.c.ended_at >= require_aware(start, "start"),
+                dag_runs.c.ended_at < require_aware(end, "end"),
+                dag_runs.c.dag_id.in_(list(dag_ids)),
+            )
+            .order_by(dag_runs.c.ended_at)
+            .limit(limit)
+        )
+        with self._read("reading recently ended runs") as conn:
+            return [dag_run_record(r) for r in conn.execute(query).mappings()]
 
     def get_notification(self, event_key: str) -> NotificationRecord | None:
         """The event ``event_key`` as the outbox holds it."""

@@ -125,20 +125,17 @@ class Attempt:
             "task run %s failed after %d tries: %s; dead letter recorded", self.key, tries, error
         )
         events.task_run_finished(self.dag.dag_id, self.spec.task_id, "failed")
-        self.notify(TaskRunState.FAILED, error, tries)
+        self.notify(TaskRunState.FAILED, error)
         record_final_failure(self.task, exc or TaskRunFailedError(error))
 
-    def notify(
-        self, state: str, error: str | None = None, tries: int | None = None,
-        reason: str | None = None,
-    ) -> None:  # fmt: skip
+    def notify(self, state: str, error: str | None = None, reason: str | None = None) -> None:
         """The task run's ``on_*_callback``s for ``state`` (success, failed, up_for_retry,
         skipped), once it is committed (``finish`` returned): plain callables in process,
-        notifiers through the outbox; never raises."""
+        notifiers through the outbox; never raises. The context's try number is the row's (the
+        reconciler makes the same event key from it: ``notify.sweep``)."""
         callbacks.task_event(
             self.runtime, self.dag, self.spec, self.run, state=state, map_index=self.index,
-            try_number=self.try_number if tries is None else tries, error=error, reason=reason,
-            dedupe_key=self.key,
+            try_number=self.try_number, error=error, reason=reason, dedupe_key=self.key,
         )  # fmt: skip
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from beatflow.notify import callbacks, deliver
+from beatflow.notify import callbacks, deliver, sweep
 from beatflow.notify.base import event_key, make_context
 from beatflow.runtime import runtime_of
 from tests import procs
@@ -102,17 +102,65 @@ def test_an_event_whose_message_was_lost_is_sent_by_the_reconciler_pass_once(
         key, dag_id="n_webhook", run_id=run_id, kind="success",
         payload={"context": context, "index": 0},
     )  # fmt: skip
-    monkeypatch.setattr(deliver, "RESEND_AFTER", deliver.RESEND_AFTER * 0)
+    monkeypatch.setattr(sweep, "RESEND_AFTER", sweep.RESEND_AFTER * 0)
     procs.wait_for(
-        lambda: runtime.store.pending_notifications(deliver.utc_now()),
+        lambda: runtime.store.pending_notifications(sweep.utc_now()),
         timeout=5,
         message="the row to be older than now",
     )
-    assert deliver.resend_pending(runtime) == 1
+    assert sweep.resend_pending(runtime) == 1
     procs.wait_for(
         lambda: notified.hook.received("/task", run_id), timeout=30, message="the resent event"
     )
     row = runtime.store.get_notification(key)
     assert row is not None and row.state == "sent"
-    assert deliver.resend_pending(runtime) == 0  # sent: nothing pending any more
+    assert sweep.resend_pending(runtime) == 0  # sent: nothing pending any more
     assert len(notified.hook.received("/task", run_id)) == 1
+
+
+def test_events_whose_rows_a_killed_worker_never_wrote_are_written_and_sent_once(
+    notified: Notified, monkeypatch: Any
+) -> None:
+    runtime = runtime_of(notified.cluster.app)
+    store = runtime.store
+    run_id = "killed-after-commit"
+    # what a worker SIGKILLed right after committing the states leaves: final rows, no outbox
+    store.create_dag_run("n_webhook", run_id)
+    key = f"n_webhook/{run_id}/hello"
+    claim = store.claim_task_run(key, dag_id="n_webhook", run_id=run_id, task_id="hello")
+    assert store.finish_task_run(key, claim.token or "", state="success", result="hello")
+    store.finish_dag_run("n_webhook", run_id, "success")
+    assert store.list_notifications("n_webhook", run_id) == []
+
+    monkeypatch.setattr(sweep, "RESEND_AFTER", sweep.RESEND_AFTER * 0)
+    procs.wait_for(
+        lambda: (
+            sweep.enqueue_missing(runtime) >= 0
+            and len(store.list_notifications("n_webhook", run_id)) == 2
+        ),
+        timeout=10,
+        message="the task's and the run's events written",
+    )
+    assert sweep.enqueue_missing(runtime) == 0  # written once: nothing missing any more
+    procs.wait_for(
+        lambda: notified.hook.received("/task", run_id) and notified.hook.received("/dag", run_id),
+        timeout=30,
+        message="both events sent",
+    )
+    _settled(notified, "n_webhook", run_id, 2)
+    assert len(notified.hook.received("/task", run_id)) == 1
+    assert len(notified.hook.received("/dag", run_id)) == 1
+    [(_h, body)] = notified.hook.received("/task", run_id)
+    assert body["beatflow"]["try_number"] == 1 and body["beatflow"]["dedupe_key"] == key
+
+
+def test_the_reconciler_finds_nothing_missing_for_events_the_workers_wrote(
+    notified: Notified, monkeypatch: Any
+) -> None:
+    # the worker's event keys and the reconciler's are made alike: no event is written twice
+    c = notified.cluster
+    for dag_id, count in (("n_webhook", 2), ("n_mail", 1), ("n_failing_notifier", 1)):
+        run, _tasks = c.run(dag_id)
+        _settled(notified, dag_id, run.run_id, count)
+    monkeypatch.setattr(sweep, "RESEND_AFTER", sweep.RESEND_AFTER * 0)
+    assert sweep.enqueue_missing(runtime_of(c.app)) == 0
