@@ -138,7 +138,8 @@ def _call(
 def enqueue(runtime: Runtime, context: dict[str, Any], index: int, queue: str | None) -> bool:
     """Write the event of the ``index``-th callback (a notifier) to the outbox and send
     ``beatflow.notify`` for it; False when the event was there already (a duplicate) or could
-    not be written. A message that cannot be sent is sent again by the reconciler."""
+    not be written. The reconciler writes a row that could not be written (final states only)
+    and sends again a message that could not be sent (``notify.sweep``)."""
     key = event_key(context, index)
     payload = {"context": context, "index": index}
     try:
@@ -150,7 +151,7 @@ def enqueue(runtime: Runtime, context: dict[str, Any], index: int, queue: str | 
             payload=payload,
         )
     except Exception:
-        log.exception("could not record notification %s; it is not sent", key)
+        log.exception("could not record notification %s; the reconciler writes it later", key)
         return False
     if not added:
         log.info("notification %s exists already (a duplicate event): not sent again", key)
