@@ -72,6 +72,13 @@ def show(dag_id: str, run_id: str, as_json: bool) -> None:
         click.echo(f"  {label:<32} {t.state:<16} try {t.try_number:<3} {took:>9}")
         if t.error:  # a skipped task run's is why it was skipped
             click.echo(f"      {'reason' if t.state == 'skipped' else 'error'}: {t.error}")
+    for n in store.list_notifications(dag_id, run_id):  # notifier events (notify.deliver)
+        _dag, _run, task_id, index, try_number, event, notifier = n.event_key.rsplit("/", 6)
+        where = task_id if index == "-1" else f"{task_id}[{index}]"
+        click.echo(
+            f"  notify {where} {event} (try {try_number}, notifier {notifier}): {n.state}"
+            f"{f' after {n.tries} tries' if n.tries > 1 else ''}{f': {n.error}' if n.error else ''}"
+        )
 
 
 def _report(run: Any, as_json: bool, verb: str) -> None:

@@ -5,6 +5,8 @@ lost is sent by the reconciler's pass, once."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from typing import Any
 
 from beatflow.notify import callbacks, deliver, sweep
@@ -85,6 +87,15 @@ def test_a_notifier_that_keeps_failing_is_tried_and_recorded_failed_and_the_task
     assert [x["run_id"] for x in notified.lines("n_failing_notifier-success")].count(
         run.run_id
     ) == 1
+    # an operator sees it where they look at a run
+    env = {k: v for k, v in notified.cluster.env.items() if k != "BEATFLOW_TEST_MARKS"}
+    shown = subprocess.run(
+        [sys.executable, "-c", "import sys; from beatflow.cli import run; run(sys.argv[1:])",
+         "runs", "show", "n_failing_notifier", run.run_id],
+        env=procs.beatflow_env(env), capture_output=True, text=True, timeout=120, check=True,
+    ).stdout  # fmt: skip
+    assert "notify hello success (try 1, notifier 1): failed after 2 tries: " in shown
+    assert "answered 500" in shown and "/fail" not in shown
 
 
 def test_an_event_whose_message_was_lost_is_sent_by_the_reconciler_pass_once(
