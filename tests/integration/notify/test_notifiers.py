@@ -47,6 +47,10 @@ def test_a_webhook_notifier_posts_once_per_event_a_slack_compatible_body(
     [(_h, dag_body)] = notified.hook.received("/dag", run.run_id)
     assert dag_body["beatflow"]["task_id"] is None
     assert dag_body["text"] == "[beatflow] n_webhook success"
+    # the DAG's plain callback next to its notifier: once, with the run's context
+    [dag_call] = [x for x in notified.lines("n_webhook-success") if x["run_id"] == run.run_id]
+    assert (dag_call["event"], dag_call["state"]) == ("success", "success")
+    assert dag_call["task_id"] is None
 
     # a duplicated event writes nothing and a redelivered message sends nothing
     runtime = runtime_of(notified.cluster.app)
