@@ -91,6 +91,9 @@ def test_an_event_key_names_the_run_the_task_the_try_the_event_and_the_notifier(
     assert event_key(_context(), 1) == "etl/r1/load/-1/2/failure/1"
     dag_end = make_context(event="success", dag_id="etl", run_id="r1", state="success")
     assert event_key(dag_end, 0) == "etl/r1/@dag/-1/0/success/0"
+    skipped = make_context(event="skipped", dag_id="etl", run_id="r1", state="skipped",
+                           task_id="load", try_number=1)  # fmt: skip
+    assert event_key(skipped, 0) == "etl/r1/load/-1/0/skipped/0"  # however the skip came
 
 
 def test_the_smtp_password_comes_from_the_environment_or_its_file(

@@ -104,8 +104,10 @@ def make_context(
 
 def event_key(context: Mapping[str, Any], index: int) -> str:
     """The key of one notifier's event: DAG, run, task (``@dag`` for the run's end), map
-    index, try, event and the notifier's place in its callback list."""
+    index, try (0 for a skip, however it was recorded: a task run is skipped once), event and
+    the notifier's place in its callback list."""
     task = context.get("task_id") or "@dag"
+    tried = 0 if context["event"] == "skipped" else context.get("try_number") or 0
     return "/".join(
         str(part)
         for part in (
@@ -113,7 +115,7 @@ def event_key(context: Mapping[str, Any], index: int) -> str:
             context["run_id"],
             task,
             context.get("map_index", -1),
-            context.get("try_number") or 0,
+            tried,
             context["event"],
             index,
         )

@@ -127,6 +127,7 @@ def test_an_event_whose_message_was_lost_is_sent_by_the_reconciler_pass_once(
     procs.wait_for(
         lambda: notified.hook.received("/task", run_id), timeout=30, message="the resent event"
     )
+    _settled(notified, "n_webhook", run_id, 1)  # recorded once the server answered
     row = runtime.store.get_notification(key)
     assert row is not None and row.state == "sent"
     assert sweep.resend_pending(runtime) == 0  # sent: nothing pending any more
