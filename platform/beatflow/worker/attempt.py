@@ -205,6 +205,7 @@ def skip(attempt: Attempt, reason: str) -> dict[str, Any]:
     attempt.finish(TaskRunState.SKIPPED, error=reason)
     log.info("task run %s skipped: %s", attempt.key, reason)
     canvas.send_chain_step(attempt.task)
+    attempt.notify(TaskRunState.SKIPPED, reason=reason)  # its on_skipped_callback, once durable
     return events.outcome(TaskRunState.SKIPPED)
 
 

@@ -33,6 +33,7 @@ def test_each_callback_is_called_once_with_its_context_and_a_raising_one_changes
         "flaky": "success",
         "bad": "failed",
         "cleanup": "skipped",
+        "quiet": "skipped",  # it raised Skip
     }
     rid = run.run_id
 
@@ -59,6 +60,8 @@ def test_each_callback_is_called_once_with_its_context_and_a_raising_one_changes
     skipped = _one(notified, "cleanup-skipped", rid)
     assert (skipped["event"], skipped["state"]) == ("skipped", "skipped")
     assert skipped["reason"]
+    quiet = _one(notified, "quiet-skipped", rid)  # a task that skipped itself: its callback too
+    assert (quiet["event"], quiet["reason"]) == ("skipped", "nothing to do today")
 
     dag = _one(notified, "n_callbacks-failure", rid)
     assert (dag["event"], dag["task_id"], dag["state"]) == ("failure", None, "failed")

@@ -6,7 +6,7 @@ import json
 import os
 from pathlib import Path
 
-from beatflow import DAG, SmtpNotifier, WebhookNotifier, task
+from beatflow import DAG, Skip, SmtpNotifier, WebhookNotifier, task
 
 MARKS = Path(os.environ.get("BEATFLOW_TEST_MARKS", "/tmp/beatflow-test-marks"))
 WEBHOOK = os.environ.get("NOTIFY_TEST_WEBHOOK", "http://127.0.0.1:9")
@@ -57,6 +57,11 @@ def cleanup():
     return 0
 
 
+@task(on_skipped_callback=record("quiet-skipped"))
+def quiet():
+    raise Skip("nothing to do today")
+
+
 with DAG(
     "n_callbacks",
     params={"who": "team"},
@@ -66,6 +71,7 @@ with DAG(
     first = ok()
     flaky()
     bad()
+    quiet()
     first >> cleanup()
 
 
