@@ -49,7 +49,10 @@ def test_the_document_lists_the_answers_the_app_gives(document: dict[str, Any]) 
         "type": "http",
         "scheme": "bearer",
         "bearerFormat": "token",
-        "description": "a token of BEATFLOW_WEB_TOKENS",
+        "description": (
+            "a token of BEATFLOW_WEB_TOKENS (admin) or BEATFLOW_WEB_TOKEN_HASHES (its role): "
+            "a viewer may GET, an operator may also change runs and DAGs, an admin anything"
+        ),
     }
     assert schemes["session"]["in"] == "cookie"
     schemas = document["components"]["schemas"]
@@ -72,6 +75,18 @@ def test_the_document_lists_the_answers_the_app_gives(document: dict[str, Any]) 
     trigger = document["paths"]["/api/v1/dags/{dag_id}/runs"]["post"]
     assert trigger["operationId"] == "trigger_run"
     assert {"409", "413"} <= set(trigger["responses"])
+
+
+def test_every_operation_documents_the_403_of_a_role_too_weak(document: dict[str, Any]) -> None:
+    error = document["components"]["schemas"]["ErrorBody"]["properties"]
+    assert {"role", "needed"} <= set(error)
+    for method, path, op in _operations(document):
+        assert "role" in op["responses"]["403"]["description"], f"{method} {path}"
+    purge = document["paths"]["/api/v1/dead-letters/purge"]["post"]
+    assert purge["requestBody"]["required"] is True
+    assert "admins only" in purge["description"]
+    me = document["paths"]["/api/v1/me"]["get"]["responses"]["200"]["content"]
+    assert me["application/json"]["schema"]["$ref"] == "#/components/schemas/Me"
 
 
 def _generate_client(document: dict[str, Any], where: Path) -> Any:

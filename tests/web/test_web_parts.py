@@ -18,6 +18,7 @@ from beatflow.dag.schedule import Schedule
 from beatflow.errors import SettingsError
 from beatflow.logs import correlation
 from beatflow.settings import Settings
+from beatflow.settings.accounts import Role
 from beatflow.store.task_logs import TaskLogBatch
 from beatflow.web.auth import Auth
 from beatflow.web.graph import render_svg
@@ -98,10 +99,10 @@ def test_sessions_need_their_redis_and_say_so() -> None:
 
 def test_passwords_and_tokens_are_checked_exactly() -> None:
     auth = Auth(SETTINGS)
-    assert auth.check_password("admin", "pw")
-    assert not auth.check_password("admin", "pw ")
-    assert not auth.check_password("root", "pw")
-    assert auth.check_token("0123456789abcdef") == "ci"
+    assert auth.check_password("admin", "pw") is Role.ADMIN  # the user before roles: admin
+    assert auth.check_password("admin", "pw ") is None
+    assert auth.check_password("root", "pw") is None
+    assert auth.check_token("0123456789abcdef") == ("ci", Role.ADMIN)
     assert auth.check_token("0123456789abcde") is None
 
 

@@ -57,6 +57,7 @@ def problems(s: Settings) -> list[str]:
             f"{PREFIX}RECONCILE_STALL_SECONDS={s.reconcile_stall_seconds} must exceed "
             f"{PREFIX}LEASE_SECONDS={s.lease_seconds}, or running tasks look stalled"
         )
+    out += _web_access_problems(s)
     if s.log_format not in ("auto", "json", "text"):
         out.append(f"{PREFIX}LOG_FORMAT={s.log_format!r}: expected auto, json or text")
     return out
@@ -83,4 +84,26 @@ def _url_problems(s: Settings) -> list[str]:
             f"{PREFIX}BROKER_URL={mask_url(s.broker_url)!r}: expected a Redis URL "
             f"({_REDIS_SCHEMES}) or a RabbitMQ URL (amqp://, amqps://, pyamqp://)"
         )
+    return out
+
+
+def _web_access_problems(s: Settings) -> list[str]:
+    from beatflow.settings.accounts import parse_users
+
+    out: list[str] = []
+    if s.web_oidc_issuer and not s.web_oidc_client_id:
+        out.append(
+            f"{PREFIX}WEB_OIDC_ISSUER is set without {PREFIX}WEB_OIDC_CLIENT_ID: register "
+            "beatflow as a client at the provider and set its id (and secret)"
+        )
+    if s.web_password and s.web_users:
+        try:
+            names = {u.name for u in parse_users(s.web_users)}
+        except ValueError:
+            names = set()  # said by the field's own check
+        if s.web_user in names:
+            out.append(
+                f"{PREFIX}WEB_USER={s.web_user!r} is also a user of {PREFIX}WEB_USERS: "
+                f"keep one (or rename the {PREFIX}WEB_PASSWORD user)"
+            )
     return out

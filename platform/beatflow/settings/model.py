@@ -20,7 +20,7 @@ from pydantic_settings import (
 
 from beatflow import celery_passthrough
 from beatflow.errors import SettingsError
-from beatflow.settings import source
+from beatflow.settings import accounts, source
 from beatflow.settings import values as v
 from beatflow.settings.source import PREFIX, variable
 from beatflow.settings.values import MASK, FromText, is_secret, mask_url
@@ -94,11 +94,28 @@ class Settings(BaseSettings):
     web_password: str = ""  # required by `beatflow web`
     # comma-separated name:token pairs (bearer tokens for machines)
     web_tokens: Annotated[str, FromText(v.tokens)] = ""
+    # more users: name:role:password-hash lines (`beatflow web hash-password`)
+    web_users: Annotated[str, FromText(accounts.users_text)] = ""
+    # API tokens with a role: name:role:token-hash lines (`beatflow web new-token`)
+    web_token_hashes: Annotated[str, FromText(accounts.token_hashes_text)] = ""
     web_secret_key: str = ""  # session signing key; empty: random per process
     # a session unused this long ends
     web_session_idle_seconds: Annotated[int, FromText(v.whole(60))] = 3600
     # a session ends this long after its login anyway
     web_session_max_seconds: Annotated[int, FromText(v.whole(60))] = 43_200
+    # optional OpenID Connect login: the provider's issuer URL (its discovery document under
+    # /.well-known/openid-configuration) and this app's client there
+    web_oidc_issuer: Annotated[str, FromText(v.http_url)] = ""
+    web_oidc_client_id: str = ""
+    web_oidc_client_secret: str = ""
+    web_oidc_scopes: str = "openid profile email"
+    # the ID token's claim naming the user, and the one holding roles or groups
+    web_oidc_name_claim: str = "preferred_username"
+    web_oidc_role_claim: str = "groups"
+    # claim-value:role pairs; the highest role matched wins
+    web_oidc_role_map: Annotated[str, FromText(accounts.role_map)] = ""
+    # the role of a login no pair matches; empty: such a login is refused
+    web_oidc_default_role: Annotated[str, FromText(accounts.role_or_empty)] = ""
     # Flower's address for task links; empty: this host, flower_port
     web_flower_url: Annotated[str, FromText(v.http_url)] = ""
     # per task run try; 0 turns log capture off

@@ -28,6 +28,9 @@ FILE_SETTINGS = frozenset(
     {
         "web_password",
         "web_tokens",
+        "web_users",
+        "web_token_hashes",
+        "web_oidc_client_secret",
         "web_secret_key",
         "api_token",
         "flower_password",

@@ -33,7 +33,7 @@ def mask_url(url: str) -> str:
 
 def is_secret(name: str) -> bool:
     """Whether the setting ``name`` holds a secret (shown as ``****``)."""
-    return any(word in name for word in ("password", "secret", "token"))
+    return any(word in name for word in ("password", "secret", "token", "web_users"))
 
 
 def psycopg_url(url: str) -> str:

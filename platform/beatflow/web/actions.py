@@ -87,6 +87,13 @@ def replay(runtime: Runtime, who: Principal, letter_id: int, reason: str = "") -
     return run
 
 
+def purge_dead_letters(runtime: Runtime, who: Principal, dag_id: str | None, reason: str) -> int:
+    from beatflow.runs.controls import purge_dead_letters as purge
+
+    with api_errors():
+        return purge(runtime, dag_id, actor=who.actor, reason=reason)
+
+
 def _require_run(runtime: Runtime, dag_id: str, run_id: str) -> None:
     runtime.dag(dag_id)
     if runtime.store.get_dag_run(dag_id, run_id) is None:

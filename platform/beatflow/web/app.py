@@ -26,13 +26,15 @@ log = logging.getLogger(__name__)
 
 
 def create_web_app(settings: Settings, runtime: Runtime | None = None) -> FastAPI:
-    """The web app for ``settings`` (BEATFLOW_WEB_PASSWORD is required: nothing is served
-    without credentials); ``runtime`` defaults to a new Celery app's (DAGs load on first use)."""
-    if not settings.web_password:
+    """The web app for ``settings`` (a user is required, by BEATFLOW_WEB_PASSWORD,
+    BEATFLOW_WEB_USERS or an OIDC provider: nothing is served without credentials);
+    ``runtime`` defaults to a new Celery app's (DAGs load on first use)."""
+    if not (settings.web_password or settings.web_users or settings.web_oidc_issuer):
         raise SettingsError(
             [
                 "BEATFLOW_WEB_PASSWORD (or BEATFLOW_WEB_PASSWORD_FILE) is required: `beatflow web` "
-                "serves nothing without credentials; set a password for the login page"
+                "serves nothing without credentials; set a password for the login page (or "
+                "users in BEATFLOW_WEB_USERS, or an OIDC provider in BEATFLOW_WEB_OIDC_ISSUER)"
             ]
         )
     if runtime is None:

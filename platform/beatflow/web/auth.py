@@ -1,9 +1,13 @@
-"""Who is asking: bearer tokens for machines, a server-side session for people (its id in a
-signed HttpOnly, SameSite=Strict cookie: see sessions.py), CSRF tokens for cookie-authenticated
-changes. Every comparison of a secret is constant-time (``hmac.compare_digest``)."""
+"""Who is asking, and with which role: bearer tokens for machines, a server-side session for
+people (its id in a signed HttpOnly, SameSite=Strict cookie: see sessions.py), CSRF tokens for
+cookie-authenticated changes. Users and tokens come from the settings: BEATFLOW_WEB_USER and
+BEATFLOW_WEB_PASSWORD, BEATFLOW_WEB_TOKENS (admins, as before roles), BEATFLOW_WEB_USERS and
+BEATFLOW_WEB_TOKEN_HASHES (each with its role), and OIDC logins (see oidc.py). Every comparison
+of a secret is constant-time (``hmac.compare_digest``)."""
 
 from __future__ import annotations
 
+import hashlib
 import hmac
 import secrets
 import threading
@@ -14,6 +18,15 @@ from urllib.parse import urlsplit
 from fastapi import Request
 
 from beatflow.settings import Settings, parse_tokens
+from beatflow.settings.accounts import (
+    Role,
+    hash_password,
+    hash_token,
+    parse_token_hashes,
+    parse_users,
+    verify_password,
+)
+from beatflow.web.oidc import OidcClient
 from beatflow.web.sessions import SessionStore
 
 SESSION_COOKIE = "bf_session"
@@ -23,15 +36,30 @@ CSRF_HEADER = "x-csrf-token"
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 LOGIN_FAILURES = 10  # failed logins from one address within LOGIN_WINDOW before it must wait
 LOGIN_WINDOW = 60.0
+# what each role adds, for the answer to a caller whose role lacks it
+ROLE_WORDS = {
+    Role.VIEWER: "read pages and the GET API",
+    Role.OPERATOR: "run verbs: trigger, pause, unpause, cancel, clear, mark, replay",
+    Role.ADMIN: "admin actions: purging dead letters and seeing who has access",
+}
 
 
 @dataclass(frozen=True, slots=True)
 class Principal:
-    """An authenticated caller: ``actor`` is what the audit log records."""
+    """An authenticated caller: ``actor`` is what the audit log records (``user:<name>``,
+    ``oidc:<name>`` or ``token:<name>``), ``role`` what it may do."""
 
     actor: str
     via: str  # "token" or "session"
     csrf: str = ""  # the session's CSRF token (sessions only)
+    role: Role = Role.ADMIN
+
+    @property
+    def name(self) -> str:
+        return self.actor.partition(":")[2] or self.actor
+
+    def can(self, role: Role) -> bool:
+        return self.role >= role
 
 
 class Auth:
@@ -40,15 +68,32 @@ class Auth:
     Sessions live in beatflow's Redis (BEATFLOW_REDIS_URL, else the broker's)."""
 
     def __init__(self, settings: Settings) -> None:
-        self.user = settings.web_user
-        self._password = settings.web_password.encode()
-        self._tokens = [(n, t.encode()) for n, t in parse_tokens(settings.web_tokens).items()]
+        # name -> (role, password hash); the BEATFLOW_WEB_PASSWORD user is an admin (its
+        # password hashed here, so every login takes the same path and the same time)
+        self.users: dict[str, tuple[Role, str]] = {
+            u.name: (u.role, u.secret_hash) for u in parse_users(settings.web_users)
+        }
+        if settings.web_password:
+            self.users[settings.web_user] = (Role.ADMIN, hash_password(settings.web_password, 0))
+        self._dummy_hash = hash_password(secrets.token_urlsafe(16))  # for unknown names
+        # (sha256 of the token, name, role); BEATFLOW_WEB_TOKENS' tokens are admins
+        self._tokens = [
+            (hashlib.sha256(t.encode()).digest(), n, Role.ADMIN)
+            for n, t in parse_tokens(settings.web_tokens).items()
+        ] + [
+            (bytes.fromhex(t.secret_hash.partition("$")[2]), t.name, t.role)
+            for t in parse_token_hashes(settings.web_token_hashes)
+        ]
+        self.token_names = [(name, role) for _, name, role in self._tokens]
+        secret_key = settings.web_secret_key or secrets.token_urlsafe(32)
         self.sessions = SessionStore(
             settings.effective_redis_url,
-            settings.web_secret_key or secrets.token_urlsafe(32),
+            secret_key,
             idle_seconds=settings.web_session_idle_seconds,
             max_seconds=settings.web_session_max_seconds,
         )
+        self.oidc = OidcClient(settings, secret_key) if settings.web_oidc_issuer else None
+        self.oidc_enabled = self.oidc is not None
         self._failures: dict[str, list[float]] = {}
         self._failures_lock = threading.Lock()
 
@@ -74,32 +119,46 @@ class Auth:
 
     # ------------------------------------------------------------------ checks
 
-    def check_password(self, user: str, password: str) -> bool:
-        # both compared whatever the first says, so timing tells nothing about which was wrong
-        user_ok = hmac.compare_digest(user.encode(), self.user.encode())
-        password_ok = hmac.compare_digest(password.encode(), self._password)
-        return user_ok and password_ok
+    def check_password(self, user: str, password: str) -> Role | None:
+        """The user's role if ``password`` is theirs, else None (an unknown name costs the
+        same hash, so timing tells nothing about which was wrong)."""
+        role, hashed = self.users.get(user, (None, self._dummy_hash))
+        ok = verify_password(password, hashed)
+        return role if ok else None
 
-    def check_token(self, token: str) -> str | None:
-        """The token's name, or None."""
+    def check_token(self, token: str) -> tuple[str, Role] | None:
+        """The token's name and role, or None."""
         found = None
-        given = token.encode()
-        for name, expected in self._tokens:
-            if hmac.compare_digest(given, expected):
-                found = name
+        given = bytes.fromhex(hash_token(token).partition("$")[2])
+        for digest, name, role in self._tokens:
+            if hmac.compare_digest(given, digest):
+                found = (name, role)
         return found
 
     # ------------------------------------------------------------------ sessions
 
-    def new_session(self, user: str) -> str:
-        """The cookie value of a new session for ``user``."""
-        return self.sessions.create(user)
+    def new_session(self, user: str, role: Role = Role.VIEWER, source: str = "user") -> str:
+        """The cookie value of a new session for ``user`` (``source``: "user" for a login
+        with a password, whose role is looked up at each request; "oidc" for one through the
+        OIDC provider, whose ``role`` is kept with the session)."""
+        return self.sessions.create(user, role=role.label, source=source)
 
     def read_session(self, value: str | None) -> Principal | None:
         session = self.sessions.read(value)
         if session is None:
             return None
-        return Principal(actor=f"user:{session.user}", via="session", csrf=session.csrf)
+        if session.source == "oidc":
+            try:
+                role = Role.parse(session.role)
+            except ValueError:
+                return None
+        else:  # a password user: the role as configured now; a user removed is logged out
+            configured = self.users.get(session.user)
+            if configured is None:
+                return None
+            role = configured[0]
+        actor = f"{session.source}:{session.user}"
+        return Principal(actor=actor, via="session", csrf=session.csrf, role=role)
 
     def end_session(self, value: str | None) -> None:
         self.sessions.end(value)
@@ -116,9 +175,21 @@ class Auth:
             scheme, _, token = header.partition(" ")
             if scheme.lower() != "bearer" or not token.strip():
                 return None
-            name = self.check_token(token.strip())
-            return None if name is None else Principal(actor=f"token:{name}", via="token")
+            found = self.check_token(token.strip())
+            if found is None:
+                return None
+            return Principal(actor=f"token:{found[0]}", via="token", role=found[1])
         return self.read_session(request.cookies.get(SESSION_COOKIE))
+
+
+def role_refusal(who: Principal, needed: Role) -> str | None:
+    """Why ``who`` may not do what needs ``needed`` (None: it may)."""
+    if who.can(needed):
+        return None
+    return (
+        f"{who.actor} has the {who.role.label} role; this needs {needed.label} "
+        f"({ROLE_WORDS[needed]})"
+    )
 
 
 def same_origin(request: Request) -> bool:

@@ -18,7 +18,16 @@ from beatflow.errors import JsonLimitError
 from beatflow.records_json import loads_bounded
 from beatflow.runtime import Runtime
 from beatflow.scheduler.folder import folder_signature
-from beatflow.web.auth import CSRF_HEADER, SAFE_METHODS, SESSION_COOKIE, Auth, Principal, csrf_ok
+from beatflow.settings.accounts import Role
+from beatflow.web.auth import (
+    CSRF_HEADER,
+    SAFE_METHODS,
+    SESSION_COOKIE,
+    Auth,
+    Principal,
+    csrf_ok,
+    role_refusal,
+)
 from beatflow.web.limits import MAX_BODY_BYTES, ApiError
 
 log = logging.getLogger(__name__)
@@ -68,7 +77,10 @@ bearer = HTTPBearer(
     scheme_name="bearer",
     auto_error=False,
     bearerFormat="token",
-    description="a token of BEATFLOW_WEB_TOKENS",
+    description=(
+        "a token of BEATFLOW_WEB_TOKENS (admin) or BEATFLOW_WEB_TOKEN_HASHES (its role): "
+        "a viewer may GET, an operator may also change runs and DAGs, an admin anything"
+    ),
 )
 session_cookie = APIKeyCookie(
     name=SESSION_COOKIE,
@@ -83,8 +95,10 @@ def api_user(
     _token: Annotated[HTTPAuthorizationCredentials | None, Security(bearer)] = None,
     _session: Annotated[str | None, Security(session_cookie)] = None,
 ) -> Principal:
-    """The API's caller (bearer token or session); a session's change needs X-CSRF-Token.
-    (The two security parameters document the schemes; Auth reads the request itself.)"""
+    """The API's caller (bearer token or session); a session's change needs X-CSRF-Token,
+    and every change needs the operator role at least (a route may ask for more with
+    ``admin_user``). (The two security parameters document the schemes; Auth reads the
+    request itself.)"""
     who = auth_of(request).authenticate(request)
     if who is None:
         raise ApiError(
@@ -96,7 +110,26 @@ def api_user(
         who, request, request.headers.get(CSRF_HEADER)
     ):
         raise ApiError(403, "CSRF check failed: send the X-CSRF-Token header from the same origin")
+    if request.method not in SAFE_METHODS:
+        require_role(who, Role.OPERATOR)
     return who
+
+
+def require_role(who: Principal, needed: Role) -> Principal:
+    """``who``, or a 403 saying which role the action needs and which one ``who`` has."""
+    refusal = role_refusal(who, needed)
+    if refusal is not None:
+        raise ApiError(403, refusal, role=who.role.label, needed=needed.label)
+    return who
+
+
+def admin_user(
+    request: Request,
+    _token: Annotated[HTTPAuthorizationCredentials | None, Security(bearer)] = None,
+    _session: Annotated[str | None, Security(session_cookie)] = None,
+) -> Principal:
+    """An API caller with the admin role (a route's dependency: the destructive actions)."""
+    return require_role(api_user(request), Role.ADMIN)
 
 
 def parse_body(raw: bytes) -> dict[str, Any]:

@@ -61,6 +61,11 @@ class MarkBody(RequestBody):
     reason: Reason = ""
 
 
+class PurgeBody(RequestBody):
+    dag_id: str | None = Field(default=None, description="one DAG's dead letters; none: all")
+    reason: Reason = ""
+
+
 # a task run's ``error``: what went wrong, or for a skipped task run why it was skipped
 SKIP_REASON = (
     "why it failed; for a skipped task run, why it was skipped (the reason given to Skip, the "
@@ -76,6 +81,12 @@ class ErrorBody(Model):
     error: str = Field(description="what went wrong and what to do")
     status: int
     problems: list[str] | None = Field(default=None, description="every problem of a bad conf")
+    role: Literal["viewer", "operator", "admin"] | None = Field(
+        default=None, description="a 403 for a role: the caller's role"
+    )
+    needed: Literal["viewer", "operator", "admin"] | None = Field(
+        default=None, description="a 403 for a role: the role the action needs"
+    )
 
 
 # ---------------------------------------------------------------------- DAGs
@@ -333,3 +344,32 @@ class AuditRecord(Model):
 
 class AuditPage(Model):
     audit: list[AuditRecord]
+
+
+# ---------------------------------------------------------------------- access
+
+RoleName = Literal["viewer", "operator", "admin"]
+
+
+class Me(Model):
+    actor: str = Field(description="what the audit log records for this caller")
+    name: str
+    via: Literal["token", "session"]
+    role: RoleName
+    may: list[RoleName] = Field(description="the roles whose actions this caller may take")
+
+
+class Grant(Model):
+    name: str
+    role: RoleName
+
+
+class Access(Model):
+    users: list[Grant]
+    tokens: list[Grant]
+    oidc: bool = Field(description="whether people may also log in through the OIDC provider")
+
+
+class Purged(Model):
+    dag_id: str | None
+    deleted: int

@@ -28,6 +28,8 @@ class Session:
     user: str
     csrf: str
     created: float
+    role: str = "viewer"  # what an OIDC login was given (a password user's is looked up)
+    source: str = "user"  # "user" (a password login) or "oidc"
 
 
 class SessionStore:
@@ -48,14 +50,20 @@ class SessionStore:
             self._client = redis_client(self._redis_url, timeout=REDIS_TIMEOUT)
         return self._client
 
-    def create(self, user: str) -> str:
+    def create(self, user: str, *, role: str = "viewer", source: str = "user") -> str:
         """A new session for ``user``: the cookie value to hand out."""
         session_id = secrets.token_urlsafe(32)
         with _unavailable_is_503():
             pipe = self._redis.pipeline()
             pipe.hset(
                 KEY_PREFIX + session_id,
-                mapping={"user": user, "csrf": secrets.token_urlsafe(24), "created": time.time()},
+                mapping={
+                    "user": user,
+                    "csrf": secrets.token_urlsafe(24),
+                    "created": time.time(),
+                    "role": role,
+                    "source": source,
+                },
             )
             pipe.expire(KEY_PREFIX + session_id, self.idle_seconds)
             pipe.execute()
@@ -73,7 +81,13 @@ class SessionStore:
             if not data:
                 return None
             try:
-                session = Session(str(data["user"]), str(data["csrf"]), float(data["created"]))
+                session = Session(
+                    str(data["user"]),
+                    str(data["csrf"]),
+                    float(data["created"]),
+                    str(data.get("role", "viewer")),
+                    str(data.get("source", "user")),
+                )
             except (KeyError, ValueError):
                 return None
             left = session.created + self.max_seconds - time.time()

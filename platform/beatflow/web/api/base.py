@@ -12,7 +12,7 @@ from fastapi.routing import APIRoute
 from beatflow.store import DagRunRecord, TaskRunRecord
 from beatflow.web import actions
 from beatflow.web.auth import Principal
-from beatflow.web.deps import api_user, parse_body, runtime
+from beatflow.web.deps import admin_user, api_user, parse_body, runtime
 from beatflow.web.limits import ApiError, check_id
 from beatflow.web.models import ErrorBody
 
@@ -27,7 +27,11 @@ def _error(description: str) -> dict[str, Any]:
 ERRORS: dict[int | str, dict[str, Any]] = {
     400: _error("bad input: an id, a query parameter or the body (the limit is named)"),
     401: _error("no credentials, or wrong ones"),
-    403: _error("a session's change without its X-CSRF-Token header or from another site"),
+    403: _error(
+        "the caller's role does not allow it (a viewer's change, an operator's admin action: "
+        "role and needed say which), or a session's change without its X-CSRF-Token header "
+        "or from another site"
+    ),
     404: _error("no such DAG, run, task run or dead letter"),
     503: _error("the results database or the broker is unavailable"),
 }
@@ -81,6 +85,7 @@ router = APIRouter(
 )
 
 ApiUser = Annotated[Principal, Depends(api_user)]
+AdminUser = Annotated[Principal, Depends(admin_user)]
 
 
 def dag_of(request: Request, dag_id: str) -> Any:

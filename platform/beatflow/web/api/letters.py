@@ -1,4 +1,4 @@
-"""/api/v1: dead letters and their replay, the audit log."""
+"""/api/v1: dead letters, their replay and purge (admins only), the audit log."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from typing import Any
 from fastapi import Path, Query, Request
 
 from beatflow.web import actions, models, views
-from beatflow.web.api.base import CONFLICT, ApiUser, router
+from beatflow.web.api.base import CONFLICT, AdminUser, ApiUser, router
 from beatflow.web.deps import runtime
 from beatflow.web.limits import check_id, check_limit
 
@@ -38,6 +38,15 @@ def replay(request: Request, who: ApiUser, letter_id: int = Path(ge=1, lt=2**63)
     """Run the dead letter's task again as a new try, then what did not run because of it."""
     run = actions.replay(runtime(request), who, letter_id)
     return views.run_json(run)
+
+
+@router.post("/dead-letters/purge", response_model=models.Purged)
+def purge(request: Request, who: AdminUser, body: models.PurgeBody) -> dict[str, Any]:
+    """Delete the dead letters (of one DAG, or all): admins only, audited."""
+    if body.dag_id is not None:
+        check_id(body.dag_id, "DAG id")
+    deleted = actions.purge_dead_letters(runtime(request), who, body.dag_id, body.reason[:500])
+    return {"dag_id": body.dag_id, "deleted": deleted}
 
 
 @router.get("/audit", response_model=models.AuditPage)

@@ -15,8 +15,9 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from fastapi.templating import Jinja2Templates
 from jinja2 import pass_context
 
-from beatflow.web.auth import Principal, csrf_ok
-from beatflow.web.deps import auth_of
+from beatflow.settings.accounts import Role
+from beatflow.web.auth import SAFE_METHODS, Principal, csrf_ok
+from beatflow.web.deps import auth_of, require_role
 from beatflow.web.limits import ApiError
 
 HERE = Path(__file__).resolve().parent.parent
@@ -66,10 +67,18 @@ templates.env.filters["json_text"] = lambda value: json.dumps(value, ensure_asci
 router = APIRouter(include_in_schema=False)
 
 
+# the one form a viewer posts
+ANY_ROLE_POSTS = frozenset({"/logout"})
+
+
 def page_user(request: Request) -> Principal:
+    """The page's user; a form post needs the operator role at least (logging out aside: a
+    form that needs more asks for it with ``require_role``)."""
     who = auth_of(request).authenticate(request)
     if who is None:
         raise ApiError(401, "log in first")
+    if request.method not in SAFE_METHODS and request.url.path not in ANY_ROLE_POSTS:
+        require_role(who, Role.OPERATOR)
     return who
 
 
@@ -87,7 +96,10 @@ def render(
     ctx.update(
         request=request,
         csrf=who.csrf if who else "",
-        user=who.actor if who else None,
+        user=who.name if who else None,
+        role=who.role.label if who else None,
+        can_operate=bool(who and who.can(Role.OPERATOR)),
+        can_admin=bool(who and who.can(Role.ADMIN)),
         nonce=getattr(request.state, "csp_nonce", ""),
     )
     return templates.TemplateResponse(request, name, ctx, status_code=status)

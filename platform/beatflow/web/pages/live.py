@@ -12,6 +12,7 @@ from fastapi import Query, Request
 from fastapi.responses import JSONResponse
 
 from beatflow.dag.model import DAG
+from beatflow.settings.accounts import Role
 from beatflow.states import TASK_RUN_FINAL
 from beatflow.store import DagRunRecord, TaskRunRecord
 from beatflow.times import utc_now
@@ -136,7 +137,8 @@ def task_context(
         + (f"?map_index={map_index}" if map_index >= 0 else ""),
         "task_href": task_href,
         "flower": flower_link(request, detail.get("celery_task_id")),
-        "can_clear": detail["state"] in ("failed", "upstream_failed", "cancelled", "success"),
+        "can_clear": who.can(Role.OPERATOR)
+        and detail["state"] in ("failed", "upstream_failed", "cancelled", "success"),
         "final": detail["state"] in _FINAL,
         "csrf": who.csrf,
     }
