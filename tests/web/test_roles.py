@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 from contextlib import closing
+from pathlib import Path
 from urllib.parse import unquote
 
 import httpx
@@ -20,6 +21,8 @@ from beatflow.settings import Settings
 from beatflow.settings.accounts import hash_password, hash_token
 from tests.cluster import Cluster
 from tests.web.conftest import PASSWORD, TOKEN, USER, WebServer, serve
+from tests.web.test_browser import WAIT_MS, shot
+from tests.web.test_browser import browser as browser  # the Chromium fixture, shared
 
 pytestmark = pytest.mark.slow
 
@@ -227,3 +230,26 @@ def test_wrong_passwords_and_unknown_users_are_refused_alike(roles_web: WebServe
             r = c.post("/login", data={"username": user, "password": password, "csrf_token": token})
             assert r.status_code == 401 and "wrong user name or password" in r.text
             assert "bf_session" not in r.cookies
+
+
+def test_in_a_browser_a_viewer_sees_their_name_and_role_and_no_verbs(
+    browser: object, roles_web: WebServer, tmp_path: Path
+) -> None:
+    context = browser.new_context(viewport={"width": 1280, "height": 900})  # type: ignore[attr-defined]
+    context.set_default_timeout(WAIT_MS)
+    page = context.new_page()
+    try:
+        page.goto(roles_web.url + "/dags/web_etl")
+        page.fill("input[name=username]", "vera")
+        page.fill("input[name=password]", USERS["vera"][1])
+        page.click("button[type=submit]")
+        page.wait_for_selector("#who-role")
+        assert page.inner_text("#who").split() == ["vera", "viewer"]
+        assert page.locator("#read-only").is_visible()
+        assert page.locator("text=Trigger run").count() == 0
+        assert page.locator("form[action$='/pause']").count() == 0
+        shot(page, tmp_path, "roles-viewer-dag")
+        page.goto(roles_web.url + "/dead-letters")
+        assert page.locator("text=Replay…").count() == 0
+    finally:
+        context.close()
