@@ -52,7 +52,7 @@ class Principal:
     actor: str
     via: str  # "token" or "session"
     csrf: str = ""  # the session's CSRF token (sessions only)
-    role: Role = Role.ADMIN
+    role: Role = Role.VIEWER  # the least, unless said
 
     @property
     def name(self) -> str:
