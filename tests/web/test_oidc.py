@@ -177,3 +177,28 @@ def test_a_forged_state_a_replayed_code_and_an_unmapped_user_get_no_session(
         r = c3.get(callback3)
         assert r.status_code == 403 and "gina has no beatflow role" in r.json()["error"]
         assert c3.get("/api/v1/me").status_code == 401
+
+
+def test_with_single_sign_on_only_the_login_page_offers_no_password_form(
+    web_cluster: Cluster, provider: Provider
+) -> None:
+    settings = runtime_of(web_cluster.app).settings.replace(
+        web_password="",
+        web_oidc_issuer=provider.url,
+        web_oidc_client_id=CLIENT_ID,
+        web_oidc_client_secret=CLIENT_SECRET,
+        web_oidc_default_role="viewer",
+    )
+    server = serve(settings, web_cluster)
+    try:
+        with httpx.Client(base_url=server.url, timeout=30.0) as c:
+            page = c.get("/login")
+            assert 'id="login-oidc"' in page.text and 'name="password"' not in page.text
+        user = {"sub": "u-7", "preferred_username": "hal", "groups": ["staff"]}
+        c = finish_login(server, provider, user)
+        with closing(c):
+            me = c.get("/api/v1/me").json()
+            assert (me["actor"], me["role"]) == ("oidc:hal", "viewer")  # the default role
+    finally:
+        server.server.should_exit = True
+        server.thread.join(timeout=10)

@@ -253,3 +253,22 @@ def test_in_a_browser_a_viewer_sees_their_name_and_role_and_no_verbs(
         assert page.locator("text=Replay…").count() == 0
     finally:
         context.close()
+
+
+def test_a_changed_role_applies_at_once_and_a_removed_user_is_logged_out(
+    web_cluster: Cluster,
+) -> None:
+    from beatflow.settings.accounts import Role
+    from beatflow.web.auth import Auth
+
+    hashed = hash_password(USERS["vera"][1])
+    base = runtime_of(web_cluster.app).settings.replace(web_secret_key="k" * 32)
+    before = Auth(base.replace(web_users=f"vera:viewer:{hashed}"))
+    cookie = before.new_session("vera", Role.ADMIN)  # a password user's role is not taken
+    who = before.read_session(cookie)
+    assert who is not None and (who.actor, who.role) == ("user:vera", Role.VIEWER)
+    promoted = Auth(base.replace(web_users=f"vera:operator:{hashed}"))  # after a restart
+    who = promoted.read_session(cookie)
+    assert who is not None and who.role is Role.OPERATOR
+    removed = Auth(base.replace(web_users=f"otto:operator:{hashed}"))
+    assert removed.read_session(cookie) is None

@@ -45,6 +45,7 @@ def _login_page(request: Request, next: str, error: str = "", status: int = 200)
         css=app_css(),
         error=error,
         oidc=auth_of(request).oidc_enabled,
+        password_login=bool(auth_of(request).users),  # none: single sign-on only
     )
     response.set_cookie(
         LOGIN_COOKIE,
