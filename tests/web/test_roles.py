@@ -272,3 +272,17 @@ def test_a_changed_role_applies_at_once_and_a_removed_user_is_logged_out(
     assert who is not None and who.role is Role.OPERATOR
     removed = Auth(base.replace(web_users=f"otto:operator:{hashed}"))
     assert removed.read_session(cookie) is None
+
+
+@pytest.mark.parametrize("target", ["/\\evil.example/x", "/\\/evil.example"])
+def test_a_login_never_sends_the_browser_to_another_site(roles_web: WebServer, target: str) -> None:
+    c = roles_web.client(token=None, follow_redirects=False)
+    with closing(c):
+        form = c.get("/login", params={"next": target})
+        assert "evil" not in form.text
+        token = re.search(r'name="csrf_token" value="([^"]+)"', form.text).group(1)  # type: ignore[union-attr]
+        r = c.post(
+            "/login",
+            data={"username": USER, "password": PASSWORD, "csrf_token": token, "next": target},
+        )
+        assert r.status_code == 303 and r.headers["location"] == "/"

@@ -115,8 +115,17 @@ def back(url: str) -> RedirectResponse:
 
 
 def safe_next(target: str) -> str:
+    """``target`` if it is a path of this site, else "/": browsers read a backslash as a
+    slash (``/\\evil.example`` is ``//evil.example``, another site) and drop tabs and newlines."""
     parts = urlsplit(target)
-    if not target.startswith("/") or target.startswith("//") or parts.scheme or parts.netloc:
+    if (
+        not target.startswith("/")
+        or target.startswith("//")
+        or parts.scheme
+        or parts.netloc
+        or "\\" in target
+        or any(ord(c) < 0x20 or ord(c) == 0x7F for c in target)
+    ):
         return "/"
     return target
 
