@@ -35,6 +35,7 @@ class Provider:
     """The provider's state: the user the next login is, and what it gets wrong on purpose."""
 
     url: str = ""
+    host_name: str = "127.0.0.1"  # "localhost": another site than the app's 127.0.0.1
     user: dict[str, Any] = field(default_factory=dict)
     key: RSAKey = field(default_factory=lambda: RSAKey.generate_key(2048, {"kid": "k1"}))
     rogue_key: RSAKey = field(default_factory=lambda: RSAKey.generate_key(2048, {"kid": "k1"}))
@@ -126,7 +127,7 @@ class Provider:
         threading.Thread(target=self.server.run, name="oidc", daemon=True).start()
         wait_for(lambda: self.server is not None and self.server.started, 30.0, 0.05, "oidc")
         port = self.server.servers[0].sockets[0].getsockname()[1]
-        self.url = f"http://127.0.0.1:{port}"
+        self.url = f"http://{self.host_name}:{port}"
         return self
 
     def stop(self) -> None:

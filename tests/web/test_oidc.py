@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 from contextlib import closing
+from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
 import httpx
@@ -18,6 +19,8 @@ from beatflow.runtime import runtime_of
 from tests.cluster import Cluster
 from tests.web.conftest import PASSWORD, TOKEN, USER, WebServer, serve
 from tests.web.oidc_provider import CLIENT_ID, CLIENT_SECRET, Provider
+from tests.web.test_browser import WAIT_MS, shot
+from tests.web.test_browser import browser as browser  # the Chromium fixture, shared
 
 pytestmark = pytest.mark.slow
 
@@ -202,3 +205,38 @@ def test_with_single_sign_on_only_the_login_page_offers_no_password_form(
     finally:
         server.server.should_exit = True
         server.thread.join(timeout=10)
+
+
+def test_in_a_browser_single_sign_on_from_another_site_lands_logged_in_with_the_role(
+    browser: object, web_cluster: Cluster, tmp_path: Path
+) -> None:
+    """Chromium, with the provider on another site (localhost) than beatflow (127.0.0.1): the
+    state cookie comes back on the provider's redirect, the SameSite=Strict session cookie is
+    sent on the page's own navigation."""
+    other_site = Provider(host_name="localhost").start()
+    settings = runtime_of(web_cluster.app).settings.replace(
+        web_password=PASSWORD,
+        web_oidc_issuer=other_site.url,
+        web_oidc_client_id=CLIENT_ID,
+        web_oidc_client_secret=CLIENT_SECRET,
+        web_oidc_role_map="beatflow-ops:operator",
+    )
+    server = serve(settings, web_cluster)
+    context = browser.new_context(viewport={"width": 1280, "height": 900})  # type: ignore[attr-defined]
+    context.set_default_timeout(WAIT_MS)
+    try:
+        other_site.user = {"sub": "u-8", "preferred_username": "ivy", "groups": ["beatflow-ops"]}
+        page = context.new_page()
+        page.goto(server.url + "/dags/web_etl")
+        assert "/login" in page.url
+        page.click("#login-oidc")
+        page.wait_for_selector("#who-role")
+        assert page.url == server.url + "/dags/web_etl"
+        assert page.inner_text("#who").split() == ["ivy", "operator"]
+        assert page.locator("text=Trigger run").count() == 1
+        shot(page, tmp_path, "oidc-operator-dag")
+    finally:
+        context.close()
+        server.server.should_exit = True
+        server.thread.join(timeout=10)
+        other_site.stop()
