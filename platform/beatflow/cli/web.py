@@ -8,7 +8,7 @@ import sys
 
 import click
 
-from beatflow.cli.common import EXIT_USAGE, CliError, load_settings
+from beatflow.cli.common import APP_PATH, EXIT_USAGE, CliError, get_app_or_exit, load_settings
 
 ROLES = click.Choice(["viewer", "operator", "admin"])
 
@@ -32,10 +32,17 @@ def web(ctx: click.Context, port: int | None, host: str) -> None:
     from beatflow.logs import configure_logging
     from beatflow.web import create_web_app
 
-    settings = load_settings()
+    runtime = None
+    if ctx.find_root().meta.get(APP_PATH):  # --app: your Celery app, with what init_app set
+        from beatflow.runtime import runtime_of
+
+        runtime = runtime_of(get_app_or_exit())
+        settings = runtime.settings
+    else:
+        settings = load_settings()
     configure_logging(settings)
     try:
-        app = create_web_app(settings)
+        app = create_web_app(settings, runtime)
     except BeatflowError as exc:
         click.echo(f"error: {exc}", err=True)
         raise SystemExit(2) from exc

@@ -116,3 +116,45 @@ def test_celery_beat_of_the_project_runs_beatflows_ha_beat(
         procs.wait_for(leading, timeout=90, interval=0.5, message="the project's beat to lead")
     finally:
         beat.stop()
+
+
+def test_beatflow_web_with_app_serves_the_projects_dags_as_init_app_set_them(
+    project: Project, tmp_path: Path
+) -> None:
+    """``beatflow --app proj_with_dags web``: the settings init_app gave the project's app (its
+    dags folder, passed in code) and not only the environment's."""
+    import httpx
+
+    from tests.services._base import free_port
+
+    port = free_port()
+    token = "proj-web-token-0123456789"
+    env = {k: v for k, v in project.env.items() if k != "BEATFLOW_DAGS_FOLDER"}
+    env |= {"BEATFLOW_WEB_PASSWORD": "proj-web-password", "BEATFLOW_WEB_TOKENS": f"ci:{token}"}
+    argv = [BEATFLOW, "--app", "proj_with_dags", "web", "--host", "127.0.0.1", "--port", str(port)]
+    web = procs.Proc(argv, env, tmp_path / "web.log", name="proj-web").start()
+    try:
+        headers = {"Authorization": f"Bearer {token}"}
+        url = f"http://127.0.0.1:{port}"
+
+        def dags() -> list[str] | None:
+            try:
+                r = httpx.get(f"{url}/api/v1/dags", headers=headers, timeout=5)
+            except httpx.TransportError:
+                return None
+            return [d["dag_id"] for d in r.json()["dags"]] if r.status_code == 200 else None
+
+        listed = procs.wait_for(dags, 60, 0.2, "beatflow --app proj web to answer")
+        assert "proj_pipeline" in listed, (listed, web.log()[-2000:])  # type: ignore[operator]
+        r = httpx.post(f"{url}/api/v1/dags/proj_pipeline/runs", json={}, headers=headers)
+        assert r.status_code == 201, r.text
+        run_id = r.json()["run_id"]
+
+        def final() -> str | None:
+            body = httpx.get(f"{url}/api/v1/dags/proj_pipeline/runs/{run_id}", headers=headers)
+            state = body.json()["state"]
+            return state if state in ("success", "failed") else None
+
+        assert procs.wait_for(final, 120, 0.2, "the run to end") == "success"
+    finally:
+        web.stop()
