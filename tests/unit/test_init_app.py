@@ -170,3 +170,12 @@ def test_the_cli_names_an_app_that_is_not_there_or_has_no_beatflow(
     result = runner.invoke(main, ["dags", "list"], env={"BEATFLOW_APP": "plainproj"})
     assert result.exit_code == EXIT_USAGE, result.output
     assert "has no beatflow; call beatflow.init_app(app)" in result.output
+
+
+@pytest.mark.parametrize("command", ["dev", "chaos"])
+def test_the_commands_that_start_their_own_stack_refuse_an_app(command: str) -> None:
+    result = CliRunner().invoke(main, ["--app", "proj", command])
+    assert result.exit_code == EXIT_USAGE, result.output
+    assert f"`beatflow {command}` starts a stack of its own" in result.output
+    result = CliRunner().invoke(main, [command, "--help"], env={"BEATFLOW_APP": "proj"})
+    assert result.exit_code == 0  # --help still answers

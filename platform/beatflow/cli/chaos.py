@@ -7,7 +7,7 @@ from pathlib import Path
 import click
 
 from beatflow.chaos.faults_rabbitmq import BROKERS, faults_for
-from beatflow.cli.common import echo_json, json_option
+from beatflow.cli.common import echo_json, json_option, refuse_app
 
 
 def _kinds(value: str, broker: str) -> tuple[str, ...]:
@@ -111,6 +111,7 @@ def chaos(
     drain, and check the invariants: every tick made exactly one run, every run is final, side
     effects happened once, dead letters are exactly the failed task runs, metrics agree with the
     database, no slot leaked. Exits 1 if any invariant fails."""
+    refuse_app("chaos")
     from beatflow.chaos.runner import ChaosOptions, ChaosRun
 
     if min_gap > max_gap:

@@ -157,5 +157,17 @@ def _user_app(app_path: str) -> Celery:
     return app
 
 
+def refuse_app(command: str) -> None:
+    """End ``command`` with a usage error when --app (or BEATFLOW_APP) names an app: it starts
+    a stack of its own on beatflow's app, and would otherwise ignore yours silently."""
+    ctx = click.get_current_context(silent=True)
+    if ctx is not None and ctx.find_root().meta.get(APP_PATH):
+        fail(
+            f"`beatflow {command}` starts a stack of its own on beatflow's app and does not take "
+            f"--app (or BEATFLOW_APP); run it without, or run your app with `celery -A`",
+            EXIT_USAGE,
+        )
+
+
 def runtime_or_exit() -> Runtime:
     return runtime_of(get_app_or_exit())

@@ -14,7 +14,7 @@ from typing import Any
 import click
 
 from beatflow.app import create_app
-from beatflow.cli.common import load_settings, parse_conf
+from beatflow.cli.common import load_settings, parse_conf, refuse_app
 from beatflow.dag.loader import load_dags
 from beatflow.dev.display import TaskChangePrinter
 from beatflow.dev.stack import DevStack, StackInfo, StopRequested
@@ -37,6 +37,7 @@ def dev(dag_id: str | None, conf_json: str | None, timeout: float) -> None:
 
     Ctrl-C or SIGTERM stops every one of them.
     """
+    refuse_app("dev")
     require("embedded", "beatflow dev")
     conf = parse_conf(conf_json)
     if conf is not None and dag_id is None:
