@@ -38,6 +38,7 @@ LAYERS: list[set[str]] = [
         "broker_transport",
     },
     {"dag"},
+    {"compat"},  # Airflow DAG files on the authoring API; the loader finds it by name
     {"store"},
     {"runtime"},  # holds the dags folder and the store (by type), used by everything above
     {"execution", "plain"},

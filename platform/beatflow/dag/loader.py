@@ -3,6 +3,8 @@ dependency or a duplicate id is reported by file and line while every other DAG 
 
 from __future__ import annotations
 
+import contextlib
+import importlib
 import importlib.util
 import logging
 import re
@@ -181,6 +183,26 @@ def check_task_names(bag: DagBag, taken: Collection[str]) -> None:
 RESERVED_DAG_IDS = frozenset({"beatflow", "celery"})
 
 
+# Compatibility layers, looked up by name (they sit above the loader, which never imports them
+# directly): when a DAG module's source names the package, the layer's import context is entered
+# around the module's exec only, so the alias never reaches the rest of the process.
+IMPORT_LAYERS: dict[str, tuple[str, str]] = {
+    "airflow": ("beatflow.compat.airflow", "airflow_imports"),
+}
+
+
+def _import_layers(path: Path) -> contextlib.ExitStack:
+    stack = contextlib.ExitStack()
+    try:
+        source = path.read_bytes()
+    except OSError:
+        return stack
+    for package, (module, factory) in IMPORT_LAYERS.items():
+        if package.encode() in source:
+            stack.enter_context(getattr(importlib.import_module(module), factory)())
+    return stack
+
+
 def _load_module(folder: Path, path: Path) -> list[DAG | LoadError]:
     name = _module_name(folder, path)
     collected: list[DAG] = []
@@ -192,7 +214,8 @@ def _load_module(folder: Path, path: Path) -> list[DAG | LoadError]:
         module = importlib.util.module_from_spec(spec)
         sys.modules[name] = module
         try:
-            spec.loader.exec_module(module)
+            with _import_layers(path):
+                spec.loader.exec_module(module)
         except BaseException as exc:  # isolation: nothing a module does stops the load
             sys.modules.pop(name, None)
             if isinstance(exc, KeyboardInterrupt):

@@ -1,0 +1,154 @@
+"""``@task`` (and ``@task.python``, ``@task.bash``) as Airflow writes it: a call inside a DAG
+adds an operator and returns its XComArg; ``.override()``, ``.partial()``, ``.expand()``."""
+
+from __future__ import annotations
+
+import functools
+import typing
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from beatflow.compat.airflow import running
+from beatflow.compat.airflow.dag import current_dag
+from beatflow.compat.airflow.finder import unsupported
+from beatflow.compat.airflow.operators import (
+    BaseOperator,
+    BashOperator,
+    PythonOperator,
+    XComArg,
+    _Partial,
+    run_bash,
+)
+
+
+class DecoratedOperator(PythonOperator):
+    """The operator a ``@task`` call adds; ``expand(x=...)`` maps into its function's kwargs."""
+
+    expand_into = "op_kwargs"
+
+
+class BashDecoratedOperator(BashOperator):
+    """``@task.bash``: the function returns the command (rendered, then run in bash)."""
+
+    expand_into = "op_kwargs"
+
+    def __init__(
+        self,
+        *,
+        python_callable: Callable[..., Any],
+        op_args: Any = (),
+        op_kwargs: Mapping[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(bash_command=None, **kwargs)
+        self.python_callable = python_callable
+        self.op_args = list(op_args)
+        self.op_kwargs = dict(op_kwargs or {})
+
+    def execute(self, context: Mapping[str, Any]) -> Any:
+        command = running.call(self.python_callable, self.op_args, self.op_kwargs, context)
+        if not isinstance(command, str) or not command.strip():
+            raise TypeError("a @task.bash function must return a non-empty command string")
+        return run_bash(self, running.render(command, context), context)
+
+
+def _returns_dict(fn: Callable[..., Any]) -> bool:
+    try:
+        hint = typing.get_type_hints(fn).get("return")
+    except Exception:  # noqa: BLE001 - an unresolvable annotation infers nothing
+        return False
+    return hint is dict or typing.get_origin(hint) is dict
+
+
+class TaskFunction:
+    """A decorated function: called inside a DAG it adds a task, outside it runs."""
+
+    def __init__(
+        self, fn: Callable[..., Any], options: Mapping[str, Any], cls: type[BaseOperator]
+    ) -> None:
+        self.function = fn
+        self.options = dict(options)
+        self.cls = cls
+        functools.update_wrapper(self, fn)
+
+    def override(self, **options: Any) -> TaskFunction:
+        return TaskFunction(self.function, {**self.options, **options}, self.cls)
+
+    def _make(self, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> BaseOperator:
+        owner = self.options.get("dag") or current_dag.get()
+        opts = dict(self.options)
+        if "multiple_outputs" not in opts:
+            opts["multiple_outputs"] = _returns_dict(self.function)
+        base = opts.pop("task_id", None) or self.function.__name__
+        task_id = base
+        if owner is not None and "task_id" not in self.options:
+            n = 0
+            while task_id in owner.operators:
+                n += 1
+                task_id = f"{base}__{n}"
+        return self.cls(
+            task_id=task_id,
+            python_callable=self.function,
+            op_args=args,
+            op_kwargs=dict(kwargs),
+            **opts,
+        )
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if current_dag.get() is None and "dag" not in self.options:
+            return self.function(*args, **kwargs)
+        return XComArg(self._make(args, kwargs))
+
+    def partial(self, **fixed: Any) -> _Partial:
+        return _Partial(lambda **kw: self._make((), kw), fixed)
+
+    def expand(self, **mapped: Any) -> XComArg:
+        return self.partial().expand(**mapped)
+
+    def expand_kwargs(self, *args: Any, **kw: Any) -> Any:
+        raise unsupported("expand_kwargs()")
+
+
+def _decorator(cls: type[BaseOperator]) -> Callable[..., Any]:
+    def deco(fn: Callable[..., Any] | None = None, /, **options: Any) -> Any:
+        if fn is None and "python_callable" in options:
+            fn = options.pop("python_callable")
+        if fn is not None:
+            return TaskFunction(fn, options, cls)
+        return lambda f: TaskFunction(f, options, cls)
+
+    return deco
+
+
+_NOT_YET = {
+    "branch": "@task.branch (not supported yet)",
+    "short_circuit": "@task.short_circuit (not supported yet)",
+    "sensor": "@task.sensor (sensors)",
+    "virtualenv": "@task.virtualenv",
+    "branch_virtualenv": "@task.branch_virtualenv",
+    "external_python": "@task.external_python",
+    "branch_external_python": "@task.branch_external_python",
+    "docker": "@task.docker",
+    "kubernetes": "@task.kubernetes (Kubernetes)",
+    "run_if": "@task.run_if",
+    "skip_if": "@task.skip_if",
+}
+
+
+class _Task:
+    """``task``: ``@task``, ``@task(...)``, ``@task.python``, ``@task.bash``."""
+
+    def __init__(self) -> None:
+        self.python = _decorator(DecoratedOperator)
+        self.bash = _decorator(BashDecoratedOperator)
+
+    def __call__(self, fn: Callable[..., Any] | None = None, /, **options: Any) -> Any:
+        return self.python(fn, **options)
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__"):
+            raise AttributeError(name)
+        raise unsupported(f"task.{name}", _NOT_YET.get(name))
+
+
+task = _Task()

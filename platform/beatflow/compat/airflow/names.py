@@ -1,0 +1,115 @@
+"""The vocabulary every ``airflow...`` alias module offers, and the Airflow names the layer knows
+it lacks (each with the feature named in the error)."""
+
+from __future__ import annotations
+
+import enum
+import types
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from beatflow.compat.airflow.dag import DAG, Label, chain, cross_downstream, dag
+from beatflow.compat.airflow.decorators import task
+from beatflow.compat.airflow.operators import (
+    BaseOperator,
+    BashOperator,
+    EmptyOperator,
+    PythonOperator,
+    XComArg,
+)
+from beatflow.compat.airflow.running import get_current_context
+
+
+class TriggerRule(enum.StrEnum):
+    """``airflow.utils.trigger_rule.TriggerRule``; a rule beatflow lacks is refused where used."""
+
+    ALL_SUCCESS = "all_success"
+    ALL_FAILED = "all_failed"
+    ALL_DONE = "all_done"
+    ALL_DONE_SETUP_SUCCESS = "all_done_setup_success"
+    ONE_SUCCESS = "one_success"
+    ONE_FAILED = "one_failed"
+    ONE_DONE = "one_done"
+    NONE_FAILED = "none_failed"
+    NONE_SKIPPED = "none_skipped"
+    ALWAYS = "always"
+    NONE_FAILED_MIN_ONE_SUCCESS = "none_failed_min_one_success"
+    ALL_SKIPPED = "all_skipped"
+    ALL_DONE_MIN_ONE_SUCCESS = "all_done_min_one_success"
+
+
+class AirflowException(Exception):
+    """``airflow.exceptions.AirflowException``: fails the try (retried while tries are left)."""
+
+
+class AirflowFailException(AirflowException):
+    """Fails the task; in beatflow it is retried like any error while tries are left."""
+
+
+def days_ago(n: int, hour: int = 0, minute: int = 0, second: int = 0) -> datetime:
+    today = datetime.now(UTC).replace(hour=hour, minute=minute, second=second, microsecond=0)
+    return today - timedelta(days=n)
+
+
+def _utc_datetime(*args: int, **kwargs: Any) -> datetime:
+    value = datetime(*args, **kwargs)  # type: ignore[misc]
+    return value if value.tzinfo else value.replace(tzinfo=UTC)
+
+
+timezone = types.SimpleNamespace(utcnow=lambda: datetime.now(UTC), utc=UTC, datetime=_utc_datetime)
+
+NAMES: dict[str, Any] = {
+    "DAG": DAG,
+    "dag": dag,
+    "task": task,
+    "BaseOperator": BaseOperator,
+    "EmptyOperator": EmptyOperator,
+    "DummyOperator": EmptyOperator,
+    "PythonOperator": PythonOperator,
+    "BashOperator": BashOperator,
+    "XComArg": XComArg,
+    "chain": chain,
+    "cross_downstream": cross_downstream,
+    "Label": Label,
+    "TriggerRule": TriggerRule,
+    "AirflowException": AirflowException,
+    "AirflowFailException": AirflowFailException,
+    "get_current_context": get_current_context,
+    "days_ago": days_ago,
+    "timezone": timezone,
+}
+
+UNSUPPORTED_NAMES: dict[str, str] = {
+    "Asset": "assets",
+    "AssetAlias": "assets",
+    "AssetWatcher": "assets",
+    "Dataset": "assets",
+    "Metadata": "assets",
+    "asset": "assets",
+    "TaskGroup": "task groups (not supported yet)",
+    "task_group": "task groups (not supported yet)",
+    "Param": "JSON-Schema params (not supported yet)",
+    "ParamsDict": "JSON-Schema params (not supported yet)",
+    "AirflowSkipException": "skips (not supported yet)",
+    "BranchPythonOperator": "branching (not supported yet)",
+    "ShortCircuitOperator": "short-circuit (not supported yet)",
+    "BaseBranchOperator": "branching (not supported yet)",
+    "BaseSensorOperator": "sensors",
+    "PokeReturnValue": "sensors",
+    "Variable": "Airflow Variables",
+    "Connection": "Airflow Connections",
+    "BaseHook": "hooks",
+    "ObjectStoragePath": "object storage",
+    "TriggerDagRunOperator": "TriggerDagRunOperator",
+    "ExternalTaskSensor": "sensors",
+    "ExternalTaskMarker": "ExternalTaskMarker",
+    "LatestOnlyOperator": "LatestOnlyOperator",
+    "setup": "setup and teardown tasks",
+    "teardown": "setup and teardown tasks",
+    "PythonVirtualenvOperator": "virtualenv operators",
+    "ExternalPythonOperator": "external Python operators",
+    "BaseNotifier": "notifiers (not supported yet)",
+    "Context": None,  # type: ignore[dict-item]
+}
+NAMES["Context"] = dict
+del UNSUPPORTED_NAMES["Context"]

@@ -1,0 +1,410 @@
+"""Airflow operators as beatflow tasks: ``BaseOperator`` (and subclasses with ``execute(context)``),
+``EmptyOperator``, ``PythonOperator``, ``BashOperator``, the XComArg an operator's result is,
+``.partial()`` / ``.expand()`` onto beatflow's ``.map()``. Each operator is one TaskSpec whose
+function renders the operator's templated fields and calls ``execute`` (see ``running``)."""
+
+from __future__ import annotations
+
+import functools
+import os
+import subprocess
+from collections.abc import Callable, Mapping, Sequence
+from datetime import timedelta
+from typing import Any
+
+from beatflow.compat.airflow import running
+from beatflow.compat.airflow.dag import DAG, caller, current_dag, link
+from beatflow.compat.airflow.finder import unsupported
+from beatflow.dag.model import TRIGGER_RULES, RetryPolicy, TaskSpec, map_leaves
+from beatflow.errors import DagDefinitionError, InvalidIdError
+from beatflow.ids import check_task_id
+
+_IGNORED = {
+    "owner",
+    "email",
+    "email_on_failure",
+    "email_on_retry",
+    "depends_on_past",
+    "wait_for_downstream",
+    "priority_weight",
+    "weight_rule",
+    "doc",
+    "doc_md",
+    "doc_rst",
+    "doc_json",
+    "doc_yaml",
+    "task_display_name",
+    "ui_color",
+    "ui_fgcolor",
+    "executor_config",
+    "run_as_user",
+    "start_date",
+    "end_date",
+    "sla",
+    "max_active_tis_per_dag",
+    "max_active_tis_per_dagrun",
+    "map_index_template",
+    "inlets",
+}
+_CALLBACKS = (
+    "on_execute_callback",
+    "on_success_callback",
+    "on_failure_callback",
+    "on_retry_callback",
+    "on_skipped_callback",
+)
+
+
+class XComArg:
+    """An operator's result as an input of another (``task_a()`` passed to ``task_b``), or one
+    key of it (``result["key"]``)."""
+
+    def __init__(self, operator: BaseOperator, key: str = "return_value") -> None:
+        self.operator = operator
+        self.key = key
+
+    def __getitem__(self, key: str) -> XComArg:
+        return XComArg(self.operator, key)
+
+    def __rshift__(self, other: Any) -> Any:
+        link(self, other)
+        return other
+
+    def __lshift__(self, other: Any) -> Any:
+        link(other, self)
+        return other
+
+    def __rrshift__(self, other: Any) -> XComArg:
+        link(other, self)
+        return self
+
+    def __rlshift__(self, other: Any) -> XComArg:
+        link(self, other)
+        return self
+
+    def __iter__(self) -> Any:
+        raise unsupported("iterating over an XComArg")
+
+    def map(self, fn: Callable[..., Any]) -> Any:
+        raise unsupported("XComArg.map()")
+
+    def zip(self, *others: Any, **kw: Any) -> Any:
+        raise unsupported("XComArg.zip()")
+
+    def __repr__(self) -> str:
+        return f"XComArg({self.operator.task_id!r}, {self.key!r})"
+
+
+class _Partial:
+    """``Op.partial(**fixed)``: ``.expand(one=values)`` makes one mapped task."""
+
+    def __init__(self, make: Callable[..., BaseOperator], fixed: Mapping[str, Any]) -> None:
+        self.make = make
+        self.fixed = dict(fixed)
+
+    def expand(self, **mapped: Any) -> XComArg:
+        if len(mapped) != 1:
+            raise unsupported(f"expand() over {len(mapped)} arguments", "one argument only")
+        ((name, values),) = mapped.items()
+        op = self.make(**self.fixed, **{name: None})
+        op.expanded = name
+        if isinstance(values, XComArg):
+            if values.key != "return_value":
+                raise unsupported('expand() over result["key"]')
+            op.spec.map_over = values.operator.task_id
+        elif isinstance(values, list | tuple | dict):
+            source = _items_task(op, list(values) if not isinstance(values, dict) else [values])
+            op.spec.map_over = source
+        else:
+            raise unsupported(f"expand() over {type(values).__name__}")
+        return XComArg(op)
+
+    def expand_kwargs(self, *args: Any, **kw: Any) -> Any:
+        raise unsupported("expand_kwargs()")
+
+
+def _items(values: list[Any]) -> list[Any]:
+    return values
+
+
+def _items_task(op: BaseOperator, values: list[Any]) -> str:
+    """A task that returns the literal list an ``expand()`` maps over."""
+    task_id = f"{op.task_id}__items"
+    op.dag.model.add_task(
+        TaskSpec(
+            task_id=task_id,
+            fn=functools.partial(_items, values),
+            file=op.spec.file,
+            line=op.spec.line,
+        )
+    )
+    return task_id
+
+
+def _seconds(value: Any) -> float:
+    return value.total_seconds() if isinstance(value, timedelta) else float(value)
+
+
+def _checked_options(
+    cls: str, given: Mapping[str, Any], d: Mapping[str, Any], pool: str | None, trigger_rule: Any
+) -> str:
+    """Refuse the operator arguments the layer lacks (naming them); the trigger rule to use."""
+    explicit = dict(given)
+    for name in _CALLBACKS:
+        if explicit.get(name, d.get(name)) is not None:
+            raise unsupported(name, "callbacks (not supported yet)")
+        explicit.pop(name, None)
+    for key in explicit:
+        if key not in _IGNORED and key != "outlets":
+            raise unsupported(f"{cls}({key}=...)")
+    if explicit.get("outlets"):
+        raise unsupported("outlets", "assets")
+    if (pool or d.get("pool")) not in (None, "default_pool"):
+        raise unsupported(f"pool={pool or d.get('pool')!r}", "pools")
+    rule = str(getattr(trigger_rule, "value", trigger_rule))
+    if trigger_rule == "all_success" and "trigger_rule" in d:
+        rule = str(getattr(d["trigger_rule"], "value", d["trigger_rule"]))
+    if rule not in TRIGGER_RULES:
+        raise unsupported(f"trigger rule {rule!r}", "not supported yet")
+    return rule
+
+
+class BaseOperator:
+    """``airflow.models.BaseOperator``: subclass it and write ``execute(self, context)``."""
+
+    template_fields: Sequence[str] = ()
+    template_ext: Sequence[str] = ()
+    template_fields_renderers: Mapping[str, str] = {}
+    ui_color = "#fff"
+    multiple_outputs = False
+
+    def __init__(
+        self,
+        *,
+        task_id: str,
+        dag: DAG | None = None,
+        trigger_rule: str = "all_success",
+        retries: int | None = None,
+        retry_delay: timedelta | float | None = None,
+        retry_exponential_backoff: bool | None = None,
+        max_retry_delay: timedelta | float | None = None,
+        execution_timeout: timedelta | None = None,
+        queue: str | None = None,
+        pool: str | None = None,
+        pool_slots: int = 1,
+        do_xcom_push: bool = True,
+        multiple_outputs: bool | None = None,
+        params: Mapping[str, Any] | None = None,
+        default_args: Mapping[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> None:
+        file, line = caller()
+        owner = dag or current_dag.get()
+        if owner is None:
+            raise DagDefinitionError(
+                f'operator "{task_id}" is made outside a DAG: use `with DAG(...)` or dag=',
+                file=file,
+                line=line,
+            )
+        d = {**owner.airflow_defaults, **(default_args or {})}
+        rule = _checked_options(type(self).__name__, kwargs, d, pool, trigger_rule)
+        try:
+            check_task_id(task_id)
+        except InvalidIdError as exc:
+            raise DagDefinitionError(f'DAG "{owner.dag_id}": {exc}', file=file, line=line) from None
+
+        def pick(name: str, given: Any) -> Any:
+            return d.get(name) if given is None else given
+
+        delay = pick("retry_delay", retry_delay)
+        timeout = pick("execution_timeout", execution_timeout)
+        exponential = bool(pick("retry_exponential_backoff", retry_exponential_backoff))
+        self.task_id = task_id
+        self.dag = owner
+        self.trigger_rule = rule
+        self.retries = int(pick("retries", retries) or 0)
+        self.do_xcom_push = do_xcom_push
+        if multiple_outputs is not None:
+            self.multiple_outputs = multiple_outputs
+        self.params = dict(params or {})
+        self.expanded: str | None = None
+        self.spec = TaskSpec(
+            task_id=task_id,
+            fn=running.Runner(self),
+            retry=RetryPolicy(
+                retries=self.retries,
+                delay=_seconds(delay) if delay is not None else 300.0,
+                backoff=2.0 if exponential else 1.0,
+                max_delay=_seconds(pick("max_retry_delay", max_retry_delay) or 86400.0),
+                jitter=exponential,
+            ),
+            time_limit=None if timeout is None else _seconds(timeout),
+            queue=pick("queue", queue),
+            trigger_rule=rule,
+            file=file,
+            line=line,
+        )
+        owner.model.add_task(self.spec)
+        owner.operators[task_id] = self
+
+    # ---------------------------------------------------------------- authoring
+
+    @classmethod
+    def partial(cls, **fixed: Any) -> _Partial:
+        return _Partial(cls, fixed)
+
+    @property
+    def output(self) -> XComArg:
+        return XComArg(self)
+
+    @property
+    def dag_id(self) -> str:
+        return self.dag.dag_id
+
+    def __rshift__(self, other: Any) -> Any:
+        link(self, other)
+        return other
+
+    def __lshift__(self, other: Any) -> Any:
+        link(other, self)
+        return other
+
+    def __rrshift__(self, other: Any) -> BaseOperator:
+        link(other, self)
+        return self
+
+    def __rlshift__(self, other: Any) -> BaseOperator:
+        link(self, other)
+        return self
+
+    def set_downstream(self, other: Any) -> None:
+        link(self, other)
+
+    def set_upstream(self, other: Any) -> None:
+        link(other, self)
+
+    def xcom_inputs(self) -> set[str]:
+        """Task ids of the XComArgs among this operator's attributes (implicit upstream)."""
+        found: set[str] = set()
+
+        def note(leaf: Any) -> Any:
+            if isinstance(leaf, XComArg):
+                found.add(leaf.operator.task_id)
+            return leaf
+
+        for name, value in vars(self).items():
+            if name not in ("dag", "spec"):
+                map_leaves(value, note)
+        found.discard(self.task_id)
+        return found
+
+    # ---------------------------------------------------------------- running
+
+    def execute(self, context: Mapping[str, Any]) -> Any:
+        raise NotImplementedError(f"{type(self).__name__} must define execute(context)")
+
+    def render_template(self, content: Any, context: Mapping[str, Any]) -> Any:
+        return running.render(content, context)
+
+
+class EmptyOperator(BaseOperator):
+    """``EmptyOperator`` (and 2.x's ``DummyOperator``): does nothing."""
+
+    def execute(self, context: Mapping[str, Any]) -> None:
+        return None
+
+
+class PythonOperator(BaseOperator):
+    """``PythonOperator(python_callable=..., op_args=..., op_kwargs=..., templates_dict=...)``."""
+
+    template_fields: Sequence[str] = ("templates_dict", "op_args", "op_kwargs")
+
+    def __init__(
+        self,
+        *,
+        python_callable: Callable[..., Any],
+        op_args: Sequence[Any] | None = None,
+        op_kwargs: Mapping[str, Any] | None = None,
+        templates_dict: Mapping[str, Any] | None = None,
+        templates_exts: Sequence[str] | None = None,
+        show_return_value_in_logs: bool = True,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        self.python_callable = python_callable
+        self.op_args = list(op_args or ())
+        self.op_kwargs = dict(op_kwargs or {})
+        self.templates_dict = templates_dict
+
+    def execute(self, context: Mapping[str, Any]) -> Any:
+        if self.templates_dict is not None:
+            context = {**context, "templates_dict": self.templates_dict}
+        return running.call(self.python_callable, self.op_args, self.op_kwargs, context)
+
+
+class BashOperator(BaseOperator):
+    """``BashOperator(bash_command=..., env=..., append_env=..., cwd=...)``: the command runs in
+    ``bash -c`` in a subprocess; its last line of output is the task's result."""
+
+    template_fields: Sequence[str] = ("bash_command", "env", "cwd")
+    template_ext: Sequence[str] = (".sh", ".bash")
+
+    def __init__(
+        self,
+        *,
+        bash_command: str | None,
+        env: Mapping[str, str] | None = None,
+        append_env: bool = False,
+        output_encoding: str = "utf-8",
+        skip_on_exit_code: int | Sequence[int] | None = 99,
+        cwd: str | None = None,
+        output_processor: Callable[[str], Any] | None = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        self.bash_command = bash_command
+        self.env = env
+        self.append_env = append_env
+        self.cwd = cwd
+        self.skip_codes = (
+            []
+            if skip_on_exit_code is None
+            else [skip_on_exit_code]
+            if isinstance(skip_on_exit_code, int)
+            else list(skip_on_exit_code)
+        )
+        self.output_processor = output_processor
+
+    def execute(self, context: Mapping[str, Any]) -> Any:
+        return run_bash(self, str(self.bash_command), context)
+
+
+def run_bash(op: BashOperator, command: str, context: Mapping[str, Any]) -> Any:
+    env = None
+    if op.env is not None:
+        env = {**os.environ, **op.env} if op.append_env else dict(op.env)
+    done = subprocess.run(
+        ["bash", "-c", command],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=op.cwd,
+        check=False,
+    )
+    log = context["ti"].log
+    for line in done.stdout.splitlines():
+        log.info("%s", line)
+    for line in done.stderr.splitlines():
+        log.info("%s", line)
+    if done.returncode in op.skip_codes:
+        raise unsupported(
+            f"a bash command ending skipped (exit code {done.returncode})",
+            "skips (not supported yet)",
+        )
+    if done.returncode != 0:
+        raise RuntimeError(
+            f"Bash command failed. The command returned a non-zero exit code {done.returncode}."
+        )
+    lines = done.stdout.rstrip("\n").splitlines()
+    last = lines[-1] if lines else ""
+    return op.output_processor(last) if op.output_processor else last

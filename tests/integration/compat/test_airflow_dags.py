@@ -1,0 +1,16 @@
+"""Airflow DAG files, unchanged, run by a real beatflow worker: TaskFlow results and
+multiple_outputs, keyed xcom_push/xcom_pull, Jinja templates, BashOperator, retries."""
+
+from __future__ import annotations
+
+from tests.cluster import Cluster
+
+
+def test_taskflow_xcom_and_templates_run(airflow_cluster: Cluster) -> None:
+    run, tasks = airflow_cluster.run("af_basics", conf={"x": 10})
+    assert run.state == "success", airflow_cluster.log_tail()
+    assert tasks["extract"].result == {"a": 1, "b": 2}
+    assert tasks["add"].result == {"__airflow_xcom__": {"k": 3}, "return_value": 13}
+    ds = run.logical_date.strftime("%Y-%m-%d")
+    assert tasks["say"].result == f"{ds} 10 3"
+    assert tasks["end"].state == "success"
