@@ -52,7 +52,7 @@ def days_ago(n: int, hour: int = 0, minute: int = 0, second: int = 0) -> datetim
 
 
 def _utc_datetime(*args: int, **kwargs: Any) -> datetime:
-    value = datetime(*args, **kwargs)  # type: ignore[misc]
+    value = datetime(*args, **kwargs)  # type: ignore[arg-type]
     return value if value.tzinfo else value.replace(tzinfo=UTC)
 
 
