@@ -225,6 +225,9 @@ def operators_of(value: Any) -> list[BaseOperator]:
 
 
 def link(upstream: Any, downstream: Any) -> None:
+    if isinstance(downstream, Label):
+        downstream.upstream.append(upstream)
+        return
     for down in operators_of(downstream):
         for up in operators_of(upstream):
             down.spec.order_upstream.add(up.task_id)

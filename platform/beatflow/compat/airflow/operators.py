@@ -66,6 +66,10 @@ class XComArg:
     def __getitem__(self, key: str) -> XComArg:
         return XComArg(self.operator, key)
 
+    @property
+    def output(self) -> XComArg:
+        return self
+
     def __rshift__(self, other: Any) -> Any:
         link(self, other)
         return other
