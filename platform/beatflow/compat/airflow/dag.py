@@ -160,23 +160,17 @@ class DAG(authoring.DAG):
             self.finalize()
 
     def finalize(self) -> None:
-        """Edges from XComArg inputs, then each task's ``upstream`` input: every ancestor's
-        result (what ``xcom_pull`` and templates may read), as data edges of the beatflow DAG."""
+        """Edges from XComArg inputs, then each task's ``upstream`` input: its direct upstream
+        tasks' results (what ``xcom_pull`` and templates may read). Only direct upstream: an
+        ancestor further up would be an edge the graph does not have, and a barrier in the
+        canvas."""
         for op in self.operators.values():
             for up in op.xcom_inputs():
                 op.spec.order_upstream.add(up)
         specs = self.model.tasks
         for op in self.operators.values():
-            seen: set[str] = set()
-            todo = list(op.spec.order_upstream) + ([op.spec.map_over] if op.spec.map_over else [])
-            while todo:
-                tid = todo.pop()
-                if tid in seen or tid not in specs:
-                    continue
-                seen.add(tid)
-                above = specs[tid]
-                todo += list(above.order_upstream) + ([above.map_over] if above.map_over else [])
-            op.spec.kwargs = {"upstream": {t: Ref(t) for t in sorted(seen)}}
+            direct = sorted(t for t in op.spec.order_upstream if t in specs)
+            op.spec.kwargs = {"upstream": {t: Ref(t) for t in direct}}
         self.finalized = True
 
     def test(self, **kwargs: Any) -> None:

@@ -100,15 +100,20 @@ def _module_feature(name: str) -> str | None:
 
 
 class AliasModule(types.ModuleType):
-    """An ``airflow...`` module: every name of the layer's vocabulary, and a clear error for an
-    Airflow name the layer lacks."""
+    """An ``airflow...`` module: every name of the layer's vocabulary (a module the layer does not
+    know offers none), and a clear error for an Airflow name the layer lacks, naming the module
+    the DAG file imported it from."""
+
+    def __init__(self, name: str, known: bool) -> None:
+        super().__init__(name)
+        self.__known = known
 
     def __getattr__(self, attr: str) -> Any:
-        if attr.startswith("__"):
+        if attr.startswith("__") or attr.startswith("_AliasModule"):
             raise AttributeError(attr)
         from beatflow.compat.airflow.names import NAMES, UNSUPPORTED_NAMES
 
-        if attr in NAMES:
+        if attr in NAMES and self.__known:
             return NAMES[attr]
         raise unsupported(f"{self.__name__}.{attr}", UNSUPPORTED_NAMES.get(attr))
 
@@ -125,7 +130,7 @@ class _Finder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
         if fullname != "airflow" and not fullname.startswith("airflow."):
             return None
         feature = _module_feature(fullname)
-        if feature is not None or fullname not in SUPPORTED_MODULES:
+        if feature is not None:
             raise unsupported(fullname, feature)
         return importlib.util.spec_from_loader(fullname, self, is_package=True)
 
@@ -134,7 +139,7 @@ class _Finder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
             from beatflow.compat.airflow import pendulum_shim
 
             return pendulum_shim.module()
-        return AliasModule(spec.name)
+        return AliasModule(spec.name, spec.name in SUPPORTED_MODULES)
 
     def exec_module(self, module: types.ModuleType) -> None:
         return None

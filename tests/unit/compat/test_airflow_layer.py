@@ -1,0 +1,138 @@
+"""The Airflow layer as the loader uses it: ``airflow`` resolves to beatflow's layer only while a
+DAG module runs (a real Airflow is never shadowed), a missing feature is named per file, and
+Airflow's vocabulary becomes a beatflow DAG (schedule, retries, edges, mapping)."""
+
+from __future__ import annotations
+
+import importlib
+import sys
+import textwrap
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from beatflow.cli import main
+from beatflow.dag.loader import load_dags
+
+DAG_FILE = """
+import pendulum
+from datetime import timedelta
+from airflow.sdk import DAG, Label, chain, cross_downstream, task
+from airflow.providers.standard.operators.bash import BashOperator
+from airflow.providers.standard.operators.empty import EmptyOperator
+
+with DAG(
+    "af_unit",
+    schedule="@hourly",
+    start_date=pendulum.datetime(2024, 1, 1, tz="Europe/Paris"),
+    default_args={"retries": 2, "retry_delay": timedelta(seconds=3),
+                  "retry_exponential_backoff": True, "owner": "data"},
+    tags=["x"],
+) as dag:
+    @task
+    def numbers():
+        return [1, 2, 3]
+
+    @task
+    def double(x, factor):
+        return x * factor
+
+    doubled = double.partial(factor=2).expand(x=numbers())
+    start, a, b, c, d = (EmptyOperator(task_id=t) for t in ("start", "a", "b", "c", "d"))
+    chain(start, [a, b])
+    cross_downstream([a, b], [c, d])
+    say = BashOperator(
+        task_id="say", bash_command="echo {{ ds }}", execution_timeout=timedelta(seconds=9)
+    )
+    c >> Label("then") >> say
+    doubled >> say
+"""
+
+
+def write(folder: Path, name: str, text: str) -> Path:
+    path = folder / name
+    path.write_text(textwrap.dedent(text))
+    return path
+
+
+def test_an_airflow_dag_file_becomes_a_beatflow_dag(tmp_path: Path) -> None:
+    write(tmp_path, "af.py", DAG_FILE)
+    bag = load_dags(tmp_path)
+    assert bag.ok, bag.errors
+    dag = bag.dags["af_unit"]
+    assert dag.schedule is not None and dag.schedule.cron == "0 * * * *"
+    assert dag.timezone.key == "Europe/Paris" and dag.tags == ("x",)
+    t = dag.tasks
+    assert t["double"].map_over == "numbers"
+    assert t["c"].upstream == {"a", "b"} and t["d"].upstream == {"a", "b"}
+    assert t["say"].upstream == {"c", "double"}
+    assert t["say"].time_limit == 9
+    retry = t["say"].retry
+    assert (retry.retries, retry.delay, retry.backoff) == (2, 3.0, 2.0)
+
+
+def test_airflow_names_live_only_while_the_loader_runs_a_module(tmp_path: Path) -> None:
+    write(tmp_path, "af.py", DAG_FILE)
+    assert load_dags(tmp_path).ok
+    assert not [m for m in sys.modules if m == "airflow" or m.startswith("airflow.")]
+    with pytest.raises(ImportError):
+        importlib.import_module("airflow.sdk")
+
+
+def test_a_real_airflow_is_never_shadowed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    real = tmp_path / "site" / "airflow"
+    real.mkdir(parents=True)
+    (real / "__init__.py").write_text("REAL = True\n")
+    monkeypatch.syspath_prepend(str(real.parent))
+    dags = tmp_path / "dags"
+    dags.mkdir()
+    write(dags, "af.py", DAG_FILE)
+    try:
+        import airflow  # the "real" one
+
+        assert load_dags(dags).ok
+        assert sys.modules["airflow"] is airflow
+        assert importlib.import_module("airflow").REAL is True
+    finally:
+        sys.modules.pop("airflow", None)
+    assert load_dags(dags).ok  # not imported before: found on the path afterwards, not ours
+    assert importlib.import_module("airflow").REAL is True
+    sys.modules.pop("airflow", None)
+
+
+def test_a_missing_feature_is_named_per_file(tmp_path: Path) -> None:
+    write(
+        tmp_path,
+        "k8s.py",
+        "from airflow.providers.cncf.kubernetes.operators.pod import KubernetesPodOperator\n",
+    )
+    write(tmp_path, "assets.py", "import pendulum\nfrom airflow.sdk import DAG, Asset\n")
+    write(tmp_path, "sensor.py", "from airflow.sdk import task\n\n@task.sensor\ndef s(): ...\n")
+    write(tmp_path, "good.py", DAG_FILE)
+    bag = load_dags(tmp_path)
+    errors = {Path(e.file).name: e for e in bag.errors}
+    assert set(errors) == {"k8s.py", "assets.py", "sensor.py"} and "af_unit" in bag.dags
+    assert "airflow.providers.cncf.kubernetes" in errors["k8s.py"].message
+    assert "is not supported by beatflow's Airflow layer" in errors["k8s.py"].message
+    assert "airflow.sdk.Asset (assets)" in errors["assets.py"].message
+    assert errors["assets.py"].line == 2 and errors["sensor.py"].line == 3
+    result = CliRunner().invoke(
+        main, ["dags", "check"], env={"BEATFLOW_DAGS_FOLDER": str(tmp_path)}
+    )
+    assert result.exit_code == 1
+    for name in ("k8s.py", "assets.py", "sensor.py"):
+        line = next(x for x in result.output.splitlines() if name in x)
+        assert "not supported by beatflow's Airflow layer" in line
+
+
+def test_schedules_map_and_what_is_not_there_yet_says_so(tmp_path: Path) -> None:
+    head = "import datetime\nfrom airflow import DAG\n"
+    write(tmp_path, "delta.py", head + 'DAG("d1", schedule=datetime.timedelta(hours=2))\n')
+    write(tmp_path, "manual.py", head + 'DAG("d2", schedule=None)\n')
+    write(tmp_path, "once.py", head + 'DAG("d3", schedule="@once")\n')
+    bag = load_dags(tmp_path)
+    assert bag.dags["d1"].schedule.interval == timedelta(hours=2)  # type: ignore[union-attr]
+    assert bag.dags["d2"].schedule is None
+    assert "'@once' (not supported yet)" in bag.errors[0].message
