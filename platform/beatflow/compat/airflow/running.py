@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from beatflow.compat.airflow.finder import airflow_imports
 from beatflow.dag.model import map_leaves
+from beatflow.extras import require
 
 if TYPE_CHECKING:
     from beatflow.compat.airflow.operators import BaseOperator
@@ -162,7 +163,8 @@ def render(content: Any, context: Mapping[str, Any]) -> Any:
     def one(leaf: Any) -> Any:
         if not isinstance(leaf, str) or "{" not in leaf:
             return leaf
-        import jinja2  # the airflow extra (and the web's): only a templated string needs it
+        require("airflow", "Jinja templates of an Airflow DAG file")
+        import jinja2  # the airflow extra: only a templated string needs it
 
         return jinja2.Environment(autoescape=False).from_string(leaf).render(**context)
 
