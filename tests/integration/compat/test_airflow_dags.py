@@ -14,3 +14,21 @@ def test_taskflow_xcom_and_templates_run(airflow_cluster: Cluster) -> None:
     ds = run.logical_date.strftime("%Y-%m-%d")
     assert tasks["say"].result == f"{ds} 10 3"
     assert tasks["end"].state == "success"
+
+
+def test_branches_short_circuits_and_skips_end_skipped(airflow_cluster: Cluster) -> None:
+    run, tasks = airflow_cluster.run("af_branching", conf={"path": "right"})
+    assert run.state == "success", airflow_cluster.log_tail()
+    states = {k: t.state for k, t in tasks.items()}
+    assert states == {
+        "choose": "success",
+        "go_left": "skipped",
+        "go_right": "success",
+        "join": "success",
+        "worth_it": "success",
+        "gated": "skipped",
+        "open_gate": "success",
+        "after_gate": "success",
+        "skip_me": "skipped",
+        "bash_skips": "skipped",
+    }, states

@@ -11,18 +11,30 @@ from typing import Any
 from beatflow.compat.airflow import running
 from beatflow.compat.airflow.dag import current_dag
 from beatflow.compat.airflow.finder import unsupported
-from beatflow.compat.airflow.operators import (
-    BaseOperator,
+from beatflow.compat.airflow.operators import BaseOperator, XComArg, _Partial
+from beatflow.compat.airflow.standard import (
     BashOperator,
+    BranchPythonOperator,
     PythonOperator,
-    XComArg,
-    _Partial,
+    ShortCircuitOperator,
     run_bash,
 )
 
 
 class DecoratedOperator(PythonOperator):
     """The operator a ``@task`` call adds; ``expand(x=...)`` maps into its function's kwargs."""
+
+    expand_into = "op_kwargs"
+
+
+class BranchDecoratedOperator(BranchPythonOperator):
+    """``@task.branch``: returns the task id(s) to follow."""
+
+    expand_into = "op_kwargs"
+
+
+class ShortCircuitDecoratedOperator(ShortCircuitOperator):
+    """``@task.short_circuit``: a falsy result skips what follows."""
 
     expand_into = "op_kwargs"
 
@@ -121,8 +133,6 @@ def _decorator(cls: type[BaseOperator]) -> Callable[..., Any]:
 
 
 _NOT_YET = {
-    "branch": "@task.branch (not supported yet)",
-    "short_circuit": "@task.short_circuit (not supported yet)",
     "sensor": "@task.sensor (sensors)",
     "virtualenv": "@task.virtualenv",
     "branch_virtualenv": "@task.branch_virtualenv",
@@ -141,6 +151,8 @@ class _Task:
     def __init__(self) -> None:
         self.python = _decorator(DecoratedOperator)
         self.bash = _decorator(BashDecoratedOperator)
+        self.branch = _decorator(BranchDecoratedOperator)
+        self.short_circuit = _decorator(ShortCircuitDecoratedOperator)
 
     def __call__(self, fn: Callable[..., Any] | None = None, /, **options: Any) -> Any:
         return self.python(fn, **options)

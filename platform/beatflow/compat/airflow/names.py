@@ -10,14 +10,17 @@ from typing import Any
 
 from beatflow.compat.airflow.dag import DAG, Label, chain, cross_downstream, dag
 from beatflow.compat.airflow.decorators import task
-from beatflow.compat.airflow.operators import (
-    BaseOperator,
+from beatflow.compat.airflow.operators import BaseOperator, XComArg
+from beatflow.compat.airflow.running import get_current_context
+from beatflow.compat.airflow.standard import (
+    AirflowSkipException,
+    BaseBranchOperator,
     BashOperator,
+    BranchPythonOperator,
     EmptyOperator,
     PythonOperator,
-    XComArg,
+    ShortCircuitOperator,
 )
-from beatflow.compat.airflow.running import get_current_context
 
 
 class TriggerRule(enum.StrEnum):
@@ -68,6 +71,10 @@ NAMES: dict[str, Any] = {
     "PythonOperator": PythonOperator,
     "BashOperator": BashOperator,
     "XComArg": XComArg,
+    "BranchPythonOperator": BranchPythonOperator,
+    "BaseBranchOperator": BaseBranchOperator,
+    "ShortCircuitOperator": ShortCircuitOperator,
+    "AirflowSkipException": AirflowSkipException,
     "chain": chain,
     "cross_downstream": cross_downstream,
     "Label": Label,
@@ -90,10 +97,6 @@ UNSUPPORTED_NAMES: dict[str, str] = {
     "task_group": "task groups (not supported yet)",
     "Param": "JSON-Schema params (not supported yet)",
     "ParamsDict": "JSON-Schema params (not supported yet)",
-    "AirflowSkipException": "skips (not supported yet)",
-    "BranchPythonOperator": "branching (not supported yet)",
-    "ShortCircuitOperator": "short-circuit (not supported yet)",
-    "BaseBranchOperator": "branching (not supported yet)",
     "BaseSensorOperator": "sensors",
     "PokeReturnValue": "sensors",
     "Variable": "Airflow Variables",

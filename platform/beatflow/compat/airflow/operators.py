@@ -6,8 +6,6 @@ function renders the operator's templated fields and calls ``execute`` (see ``ru
 from __future__ import annotations
 
 import functools
-import os
-import subprocess
 from collections.abc import Callable, Mapping, Sequence
 from datetime import timedelta
 from typing import Any
@@ -181,6 +179,7 @@ class BaseOperator:
     template_fields_renderers: Mapping[str, str] = {}
     ui_color = "#fff"
     multiple_outputs = False
+    control: str | None = None  # a branch or short-circuit: its result decides (dag/flow.py)
 
     def __init__(
         self,
@@ -245,6 +244,7 @@ class BaseOperator:
             time_limit=None if timeout is None else _seconds(timeout),
             queue=pick("queue", queue),
             trigger_rule=rule,
+            control=self.control,
             file=file,
             line=line,
         )
@@ -309,106 +309,3 @@ class BaseOperator:
 
     def render_template(self, content: Any, context: Mapping[str, Any]) -> Any:
         return running.render(content, context)
-
-
-class EmptyOperator(BaseOperator):
-    """``EmptyOperator`` (and 2.x's ``DummyOperator``): does nothing."""
-
-    def execute(self, context: Mapping[str, Any]) -> None:
-        return None
-
-
-class PythonOperator(BaseOperator):
-    """``PythonOperator(python_callable=..., op_args=..., op_kwargs=..., templates_dict=...)``."""
-
-    template_fields: Sequence[str] = ("templates_dict", "op_args", "op_kwargs")
-
-    def __init__(
-        self,
-        *,
-        python_callable: Callable[..., Any],
-        op_args: Sequence[Any] | None = None,
-        op_kwargs: Mapping[str, Any] | None = None,
-        templates_dict: Mapping[str, Any] | None = None,
-        templates_exts: Sequence[str] | None = None,
-        show_return_value_in_logs: bool = True,
-        **kwargs: Any,
-    ) -> None:
-        super().__init__(**kwargs)
-        self.python_callable = python_callable
-        self.op_args = list(op_args or ())
-        self.op_kwargs = dict(op_kwargs or {})
-        self.templates_dict = templates_dict
-
-    def execute(self, context: Mapping[str, Any]) -> Any:
-        if self.templates_dict is not None:
-            context = {**context, "templates_dict": self.templates_dict}
-        return running.call(self.python_callable, self.op_args, self.op_kwargs, context)
-
-
-class BashOperator(BaseOperator):
-    """``BashOperator(bash_command=..., env=..., append_env=..., cwd=...)``: the command runs in
-    ``bash -c`` in a subprocess; its last line of output is the task's result."""
-
-    template_fields: Sequence[str] = ("bash_command", "env", "cwd")
-    template_ext: Sequence[str] = (".sh", ".bash")
-
-    def __init__(
-        self,
-        *,
-        bash_command: str | None,
-        env: Mapping[str, str] | None = None,
-        append_env: bool = False,
-        output_encoding: str = "utf-8",
-        skip_on_exit_code: int | Sequence[int] | None = 99,
-        cwd: str | None = None,
-        output_processor: Callable[[str], Any] | None = None,
-        **kwargs: Any,
-    ) -> None:
-        super().__init__(**kwargs)
-        self.bash_command = bash_command
-        self.env = env
-        self.append_env = append_env
-        self.cwd = cwd
-        self.skip_codes = (
-            []
-            if skip_on_exit_code is None
-            else [skip_on_exit_code]
-            if isinstance(skip_on_exit_code, int)
-            else list(skip_on_exit_code)
-        )
-        self.output_processor = output_processor
-
-    def execute(self, context: Mapping[str, Any]) -> Any:
-        return run_bash(self, str(self.bash_command), context)
-
-
-def run_bash(op: BashOperator, command: str, context: Mapping[str, Any]) -> Any:
-    env = None
-    if op.env is not None:
-        env = {**os.environ, **op.env} if op.append_env else dict(op.env)
-    done = subprocess.run(
-        ["bash", "-c", command],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=op.cwd,
-        check=False,
-    )
-    log = context["ti"].log
-    for line in done.stdout.splitlines():
-        log.info("%s", line)
-    for line in done.stderr.splitlines():
-        log.info("%s", line)
-    if done.returncode in op.skip_codes:
-        raise unsupported(
-            f"a bash command ending skipped (exit code {done.returncode})",
-            "skips (not supported yet)",
-        )
-    if done.returncode != 0:
-        raise RuntimeError(
-            f"Bash command failed. The command returned a non-zero exit code {done.returncode}."
-        )
-    lines = done.stdout.rstrip("\n").splitlines()
-    last = lines[-1] if lines else ""
-    return op.output_processor(last) if op.output_processor else last
