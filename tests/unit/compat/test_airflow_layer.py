@@ -136,3 +136,23 @@ def test_schedules_map_and_what_is_not_there_yet_says_so(tmp_path: Path) -> None
     assert bag.dags["d1"].schedule.interval == timedelta(hours=2)  # type: ignore[union-attr]
     assert bag.dags["d2"].schedule is None
     assert "'@once' (not supported yet)" in bag.errors[0].message
+
+
+def test_clock_branches_decide_on_the_day_and_the_time() -> None:
+    from datetime import UTC, datetime, time
+
+    from beatflow.compat.airflow.clock import (
+        BranchDateTimeOperator,
+        BranchDayOfWeekOperator,
+        WeekDay,
+    )
+
+    wednesday_noon = datetime(2024, 1, 10, 12, tzinfo=UTC)
+    day = BranchDayOfWeekOperator.__new__(BranchDayOfWeekOperator)
+    day.week_days = WeekDay.validate_week_day({WeekDay.SATURDAY, "Sunday"})
+    assert not day.test(wednesday_noon) and day.test(datetime(2024, 1, 13, tzinfo=UTC))
+    span = BranchDateTimeOperator.__new__(BranchDateTimeOperator)
+    span.lower, span.upper = time(15), time(0)  # across midnight
+    assert not span.test(wednesday_noon)
+    assert span.test(datetime(2024, 1, 10, 16, tzinfo=UTC))
+    assert WeekDay.SATURDAY == "saturday"

@@ -8,6 +8,12 @@ import types
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from beatflow.compat.airflow.clock import (
+    BranchDateTimeOperator,
+    BranchDayOfWeekOperator,
+    LatestOnlyOperator,
+    WeekDay,
+)
 from beatflow.compat.airflow.dag import DAG, Label, chain, cross_downstream, dag
 from beatflow.compat.airflow.decorators import task
 from beatflow.compat.airflow.operators import BaseOperator, XComArg
@@ -75,6 +81,10 @@ NAMES: dict[str, Any] = {
     "BaseBranchOperator": BaseBranchOperator,
     "ShortCircuitOperator": ShortCircuitOperator,
     "AirflowSkipException": AirflowSkipException,
+    "LatestOnlyOperator": LatestOnlyOperator,
+    "BranchDayOfWeekOperator": BranchDayOfWeekOperator,
+    "BranchDateTimeOperator": BranchDateTimeOperator,
+    "WeekDay": WeekDay,
     "chain": chain,
     "cross_downstream": cross_downstream,
     "Label": Label,
@@ -106,7 +116,6 @@ UNSUPPORTED_NAMES: dict[str, str] = {
     "TriggerDagRunOperator": "TriggerDagRunOperator",
     "ExternalTaskSensor": "sensors",
     "ExternalTaskMarker": "ExternalTaskMarker",
-    "LatestOnlyOperator": "LatestOnlyOperator",
     "setup": "setup and teardown tasks",
     "teardown": "setup and teardown tasks",
     "PythonVirtualenvOperator": "virtualenv operators",

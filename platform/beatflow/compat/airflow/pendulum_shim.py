@@ -5,7 +5,7 @@ when pendulum itself is not installed (it is Airflow's dependency, not beatflow'
 from __future__ import annotations
 
 import types
-from datetime import UTC, datetime, timedelta, tzinfo
+from datetime import UTC, datetime, time, timedelta, tzinfo
 from zoneinfo import ZoneInfo
 
 
@@ -66,6 +66,7 @@ def module() -> types.ModuleType:
         timezone=_tz,
         UTC=ZoneInfo("UTC"),
         DateTime=datetime,
+        time=time,
         Duration=timedelta,
     )
     return m
