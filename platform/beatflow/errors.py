@@ -11,6 +11,7 @@ BeatflowError
 ├── InvalidIdError           a DAG, task or run id outside the safe character set or length
 ├── RunNotFoundError         no DAG run with that DAG id and run id
 ├── DeadLetterNotFoundError  no dead letter with that id
+├── DeadLetterStaleError     a dead letter closed as stale (its run marked, a newer letter)
 ├── RunStateError            an operator's verb does not apply to the run's current state
 ├── UnknownTaskError         an operator named a task the DAG does not have
 ├── BrokerUnavailableError   a DAG run could not be sent: the broker is unreachable
@@ -123,6 +124,19 @@ class DeadLetterNotFoundError(BeatflowError):
     def __init__(self, letter_id: int) -> None:
         self.letter_id = letter_id
         super().__init__(f"no dead letter {letter_id}; see `beatflow dlq list`")
+
+
+class DeadLetterStaleError(BeatflowError):
+    """Raised when a replay names a dead letter closed as stale: what it stands for no longer
+    holds (its run was marked, its task cleared, a newer letter of the same task run)."""
+
+    def __init__(self, letter_id: int, reason: str) -> None:
+        self.letter_id = letter_id
+        self.reason = reason
+        super().__init__(
+            f"dead letter {letter_id} is stale, not replayed ({reason}); to run its task "
+            "again, clear it (`beatflow runs clear`)"
+        )
 
 
 class RunStateError(BeatflowError):

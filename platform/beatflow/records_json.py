@@ -38,6 +38,7 @@ def task_run_json(t: Any) -> dict[str, Any]:
         "map_index": t.map_index,
         "state": t.state,
         "try_number": t.try_number,
+        "tries_before": t.tries_before,
         "dedupe_key": t.dedupe_key,
         "worker": t.worker,
         "started_at": _iso(t.started_at),
@@ -62,6 +63,8 @@ def dead_letter_json(d: Any, *, traceback: bool = False) -> dict[str, Any]:
         "conf": d.conf,
         "created_at": _iso(d.created_at),
         "replayed_at": _iso(d.replayed_at),
+        "closed_at": _iso(d.closed_at),
+        "closed_reason": d.closed_reason,
     }
     if traceback:
         out["traceback"] = d.traceback

@@ -2,7 +2,9 @@
 what the database, JSON, logs and the CLI show), with the groups the rest of the code asks about.
 
 A DAG run moves ``queued -> running -> success | failed | cancelled``; a task run
-``running <-> up_for_retry -> success | failed | upstream_failed | skipped | cancelled``."""
+``running <-> up_for_retry -> success | failed | upstream_failed | skipped | cancelled``, and a
+final one ``-> cleared -> running`` when an operator clears it or replays its dead letter: it
+runs again as new tries with its full retry policy."""
 
 from __future__ import annotations
 
@@ -28,6 +30,8 @@ class TaskRunState(StrEnum):
 
     RUNNING = "running"
     UP_FOR_RETRY = "up_for_retry"
+    # cleared or replayed by an operator: waits to run again, its retries counted afresh
+    CLEARED = "cleared"
     SUCCESS = "success"
     FAILED = "failed"
     UPSTREAM_FAILED = "upstream_failed"

@@ -23,7 +23,9 @@ def dlq() -> None:
 
 @dlq.command("list")
 @click.argument("dag_id", required=False)
-@click.option("--all", "include_replayed", is_flag=True, help="Include replayed ones.")
+@click.option(
+    "--all", "include_replayed", is_flag=True, help="Include replayed and stale (closed) ones."
+)
 @json_option
 def list_(dag_id: str | None, include_replayed: bool, as_json: bool) -> None:
     """Dead letters, newest first."""
@@ -35,6 +37,8 @@ def list_(dag_id: str | None, include_replayed: bool, as_json: bool) -> None:
         click.echo("no dead letters")
     for d in letters:
         replayed = " (replayed)" if d.replayed_at else ""
+        if d.closed_at is not None:
+            replayed = f" (stale: {d.closed_reason})"
         click.echo(f"{d.id:>6}  {d.dedupe_key:<60} tries {d.tries}  {d.error[:80]}{replayed}")
 
 
@@ -61,15 +65,20 @@ def show(letter_id: int, as_json: bool) -> None:
 @click.option("--wait", is_flag=True, help="Follow the replayed run; exit 0 only on success.")
 @click.option("--timeout", type=float, default=3600.0, show_default=True)
 @json_option
+@reason_option
 @actor_option
-def replay(letter_id: int, wait: bool, timeout: float, as_json: bool, actor: str) -> None:
-    """Run a dead letter's task again, as a new try under the same dedupe key, then the
-    downstream tasks that did not run because of it; the DAG run is closed again."""
+def replay(
+    letter_id: int, wait: bool, timeout: float, as_json: bool, reason: str, actor: str
+) -> None:
+    """Run a dead letter's task again, as new tries under the same dedupe key with its full
+    retry policy, then the downstream tasks that did not run because of it; the DAG run is
+    closed again. A stale letter (its run marked, its task cleared, a newer letter of the
+    same task run) is refused with the reason."""
     from beatflow.runs import follow_run
     from beatflow.runs.replay import replay_dead_letter
 
     runtime = runtime_or_exit()
-    run = replay_dead_letter(runtime, letter_id, actor=actor)
+    run = replay_dead_letter(runtime, letter_id, actor=actor, reason=reason)
     out = {"letter_id": letter_id, "dag_id": run.dag_id, "run_id": run.run_id, "state": None}
     if not as_json:
         click.echo(f"replaying dead letter {letter_id} in run {run.dag_id}/{run.run_id}")

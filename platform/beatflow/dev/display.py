@@ -11,6 +11,7 @@ if TYPE_CHECKING:
 SYMBOLS = {
     "running": "▶",
     "up_for_retry": "↻",
+    "cleared": "⟲",
     "success": "✓",
     "failed": "✗",
     "upstream_failed": "⊘",

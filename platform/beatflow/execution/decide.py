@@ -73,7 +73,8 @@ class ClaimSeen:
     """The claim's outcome as the decision needs it."""
 
     outcome: str  # "run" | "done" | "held"
-    try_number: int  # the try this claim started (run) or the row's (done/held)
+    try_number: int  # the try this claim started (run) or the row's (done/held), counted
+    # from the last clear or replay (the retry policy's round)
     taken_over: bool  # the row was `running` before: its previous worker died
 
 

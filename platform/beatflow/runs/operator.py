@@ -1,7 +1,9 @@
 """The operator's verbs on a DAG run — cancel, clear, mark — as the CLI, the web API and the UI
 call them. Each checks that the run exists and that the verb applies to its state
-(RunNotFoundError, RunStateError otherwise), makes its change with conditional updates, records
-who did it, when and why in the audit table, and returns the run as it is afterwards."""
+(RunNotFoundError, RunStateError otherwise), makes its change with conditional updates and
+records who did it, when and why in the audit table in the same transaction (both commit, or
+neither), and returns the run as it is afterwards. A cleared task runs again with its full retry
+policy; marking a run closes its dead letters, so no replay of one undoes the mark."""
 
 from __future__ import annotations
 
@@ -21,6 +23,7 @@ from beatflow.states import (
     DagRunState,
     TaskRunState,
 )
+from beatflow.store.records import AuditNote
 
 if TYPE_CHECKING:
     from beatflow.dag.model import DAG
@@ -45,25 +48,20 @@ def cancel_run(
     ones terminated with ``terminate``), and its max_active_runs slot goes to the next run."""
     run = _get(runtime, dag_id, run_id)
     why = _why("cancelled", actor, reason)
-    if run.state in DAG_RUN_FINAL or not runtime.store.transition_dag_run(
-        dag_id, run_id, to=DagRunState.CANCELLED, from_states=DAG_RUN_ACTIVE, reason=why
-    ):
+    note = AuditNote(
+        actor, "cancel", {"reason": reason, "terminate": terminate, "from_state": run.state}
+    )
+    ended: DagRunRecord | None = None
+    cancelled: list[TaskRunRecord] = []
+    if run.state not in DAG_RUN_FINAL:
+        ended, cancelled = runtime.store.end_dag_run_by_hand(
+            dag_id, run_id, to=DagRunState.CANCELLED, from_states=DAG_RUN_ACTIVE, reason=why,
+            audit=note,
+        )  # fmt: skip
+    if ended is None:
         current = _get(runtime, dag_id, run_id)
         raise RunStateError(dag_id, run_id, current.state, "cancel", "it has already ended")
-    cancelled = runtime.store.cancel_task_runs(dag_id, run_id, reason=why)
     revoke_task_runs(runtime, cancelled, terminate=terminate)
-    runtime.store.record_audit(
-        actor,
-        "cancel",
-        dag_id,
-        run_id,
-        {
-            "reason": reason,
-            "terminate": terminate,
-            "from_state": run.state,
-            "task_runs_cancelled": [t.dedupe_key for t in cancelled],
-        },
-    )
     log.warning("DAG run %s/%s %s", dag_id, run_id, why, extra={"dag_id": dag_id, "run_id": run_id})
     _dispatch(runtime, dag_id)
     return _get(runtime, dag_id, run_id)
@@ -93,26 +91,25 @@ def clear_run(
     if run.state == DagRunState.QUEUED:
         raise RunStateError(dag_id, run_id, run.state, "clear", "it has not started yet")
     states = TASK_RUN_FAILED if only_failed else frozenset(TaskRunState)
-    reset = runtime.store.reset_task_runs(dag_id, run_id, chosen, states=states)
-    if not reset:
-        which = "failed task runs" if only_failed else "finished task runs"
-        raise RunStateError(
-            dag_id, run_id, run.state, "clear", f"no {which} of {', '.join(sorted(chosen))}"
-        )
-    runtime.store.record_audit(
+    note = AuditNote(
         actor,
         "clear",
-        dag_id,
-        run_id,
         {
             "reason": reason,
             "tasks": sorted(tasks),
             "downstream": downstream,
             "only_failed": only_failed,
             "from_state": run.state,
-            "task_runs_cleared": [t.dedupe_key for t in reset],
         },
     )
+    reset = runtime.store.reset_task_runs(
+        dag_id, run_id, chosen, states=states, note=_why("cleared", actor, reason), audit=note
+    )
+    if not reset:
+        which = "failed task runs" if only_failed else "finished task runs"
+        raise RunStateError(
+            dag_id, run_id, run.state, "clear", f"no {which} of {', '.join(sorted(chosen))}"
+        )
     log.warning(
         "DAG run %s/%s: %d task runs cleared by %s",
         dag_id,
@@ -140,9 +137,10 @@ def mark_run(
     actor: str,
     reason: str = "",
 ) -> DagRunRecord:
-    """Set a state by hand. Without ``task_id`` the run takes ``state`` (success or failed) and
-    its unfinished task runs are cancelled; with it, every task run of that task (every map
-    instance) takes it, and a run that had ended is judged again from its task runs."""
+    """Set a state by hand. Without ``task_id`` the run takes ``state`` (success or failed),
+    its unfinished task runs are cancelled and its open dead letters closed (a replay of one
+    would undo the mark); with it, every task run of that task (every map instance) takes it,
+    its letters are closed, and a run that had ended is judged again from its task runs."""
     if state not in MARK_STATES:
         raise RunStateError(
             dag_id, run_id, "?", "mark", f"state must be success or failed, not {state!r}"
@@ -151,37 +149,38 @@ def mark_run(
     why = _why(f"marked {state}", actor, reason)
     detail: dict[str, object] = {"reason": reason, "state": state, "from_state": run.state}
     if task_id is None:
-        if run.state == state or not runtime.store.transition_dag_run(
-            dag_id, run_id, to=state, from_states=set(DagRunState) - {state}, reason=why
-        ):
+        ended: DagRunRecord | None = None
+        cancelled: list[TaskRunRecord] = []
+        if run.state != state:
+            ended, cancelled = runtime.store.end_dag_run_by_hand(
+                dag_id, run_id, to=state, from_states=set(DagRunState) - {state}, reason=why,
+                audit=AuditNote(actor, "mark", detail), close_letters=True,
+            )  # fmt: skip
+        if ended is None:
             raise RunStateError(dag_id, run_id, run.state, "mark", f"it is {state} already")
-        cancelled = runtime.store.cancel_task_runs(dag_id, run_id, reason=why)
         revoke_task_runs(runtime, cancelled, terminate=False)
-        detail["task_runs_cancelled"] = [t.dedupe_key for t in cancelled]
-        runtime.store.record_audit(actor, "mark", dag_id, run_id, detail)
         _dispatch(runtime, dag_id)
         return _get(runtime, dag_id, run_id)
     dag = runtime.dag(dag_id)
     _task_ids(dag, [task_id])
     from beatflow.execution.dedupe import default_dedupe_key
 
-    written = runtime.store.force_task_state(
+    detail["task_id"] = task_id
+    runtime.store.force_task_state(
         dag_id,
         run_id,
         task_id,
         state=state,
         note=why,
         dedupe_key=default_dedupe_key(dag_id, run_id, task_id),
+        audit=AuditNote(actor, "mark", detail),
     )
-    detail.update(task_id=task_id, task_runs_marked=written)
-    if run.state in DAG_RUN_FINAL:
+    if run.state in DAG_RUN_FINAL:  # judged again: a consequence of the mark, with its note
         outcome = run_outcome(dag, runtime.store.get_task_runs(dag_id, run_id))
         if outcome is not None and outcome != run.state:
             runtime.store.transition_dag_run(
                 dag_id, run_id, to=outcome, from_states={run.state}, reason=why
             )
-            detail["run_state"] = str(outcome)
-    runtime.store.record_audit(actor, "mark", dag_id, run_id, detail)
     return _get(runtime, dag_id, run_id)
 
 

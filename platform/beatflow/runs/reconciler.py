@@ -160,7 +160,7 @@ def _retry_pending(dag: DAG, tasks: Sequence[TaskRunRecord], stall: timedelta) -
         spec = dag.tasks.get(t.task_id)
         if t.state != TaskRunState.UP_FOR_RETRY or spec is None or t.ended_at is None:
             continue
-        due = t.ended_at + timedelta(seconds=spec.retry.delay_for(t.try_number, 1.0))
+        due = t.ended_at + timedelta(seconds=spec.retry.delay_for(t.tries_since_clear, 1.0))
         if now < due + stall:
             return True
     return False

@@ -121,7 +121,9 @@ class BrowseMixin(StoreBase):
         if dag_id is not None:
             query = query.where(dead_letters.c.dag_id == dag_id)
         if not include_replayed:
-            query = query.where(dead_letters.c.replayed_at.is_(None))
+            query = query.where(
+                dead_letters.c.replayed_at.is_(None), dead_letters.c.closed_at.is_(None)
+            )
         if before is not None:
             query = query.where(dead_letters.c.id < before)
         with self._read("listing dead letters") as conn:

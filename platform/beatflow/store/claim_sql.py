@@ -15,7 +15,11 @@ from typing import Any
 import sqlalchemy as sa
 
 from beatflow.store.models import task_runs
-from beatflow.store.records import TASK_RUN_TERMINAL_STATES, TASK_RUNNING, TASK_UP_FOR_RETRY
+from beatflow.store.records import (
+    TASK_RUN_TERMINAL_STATES,
+    TASK_RUN_WAITING_STATES,
+    TASK_RUNNING,
+)
 
 t = task_runs.c
 # columns a claim (re)sets: a fresh lease and a clean slate for the new try
@@ -36,7 +40,7 @@ LEASE_COLUMNS = (
 @dataclass(frozen=True, slots=True)
 class ClaimStatements:
     insert: sa.Executable  # insert-or-conflict of a new running task run (try 1)
-    take_over: sa.Executable  # up_for_retry, or running with an expired lease -> next try
+    take_over: sa.Executable  # up_for_retry, cleared, or running with an expired lease -> next try
     current: sa.Executable  # the row, to report "done" or "held"
     renew: sa.Executable
     finish: sa.Executable
@@ -106,7 +110,7 @@ def build_claim_statements(
         .where(
             key,
             sa.or_(
-                t.state == TASK_UP_FOR_RETRY,
+                t.state.in_(sorted(TASK_RUN_WAITING_STATES)),
                 sa.and_(t.state == TASK_RUNNING, t.lease_expires_at < now),
             ),
         )

@@ -23,6 +23,7 @@ DAG_RUN_FINISHED_STATES = DAG_RUN_FINAL
 
 TASK_RUNNING = TaskRunState.RUNNING
 TASK_UP_FOR_RETRY = TaskRunState.UP_FOR_RETRY
+TASK_CLEARED = TaskRunState.CLEARED
 TASK_SUCCESS = TaskRunState.SUCCESS
 TASK_FAILED = TaskRunState.FAILED
 TASK_UPSTREAM_FAILED = TaskRunState.UPSTREAM_FAILED
@@ -30,6 +31,8 @@ TASK_SKIPPED = TaskRunState.SKIPPED
 TASK_CANCELLED = TaskRunState.CANCELLED
 TASK_RUN_STATES = frozenset(TaskRunState)
 TASK_RUN_TERMINAL_STATES = TASK_RUN_FINAL
+# states of a task run that waits to be claimed again (a retry, or a clear or a replay)
+TASK_RUN_WAITING_STATES = frozenset({TASK_UP_FOR_RETRY, TASK_CLEARED})
 # states a running worker may finish its claimed task run with
 # (skipped: the task raised beatflow.Skip)
 TASK_RUN_FINISH_STATES = frozenset({TASK_SUCCESS, TASK_FAILED, TASK_UP_FOR_RETRY, TASK_SKIPPED})
@@ -178,6 +181,13 @@ class TaskRunRecord:
     traceback: str | None
     map_count: int | None = None  # a .map() task's instance count, once it expanded
     deduped_from: str | None = None  # the run that did it (a dedupe key shared across runs)
+    # tries made before the last clear or replay: the retry policy counts the tries after them
+    tries_before: int = 0
+
+    @property
+    def tries_since_clear(self) -> int:
+        """The tries of the current round (all of them when it was never cleared)."""
+        return max(0, self.try_number - self.tries_before)
 
     @property
     def duration_seconds(self) -> float | None:
@@ -229,3 +239,11 @@ class DeadLetterRecord:
     tries: int
     created_at: datetime
     replayed_at: datetime | None
+    # closed without a replay (its run was marked, its task cleared, a newer letter): stale
+    closed_at: datetime | None = None
+    closed_reason: str | None = None
+
+    @property
+    def is_open(self) -> bool:
+        """Neither replayed nor closed: a replay may run it."""
+        return self.replayed_at is None and self.closed_at is None

@@ -53,6 +53,7 @@ def task_run_record(row: Mapping[Any, Any], prefix: str = "") -> TaskRunRecord:
         traceback=row[p + "traceback"],
         map_count=row.get(p + "map_count"),
         deduped_from=row.get(p + "deduped_from"),
+        tries_before=row.get(p + "tries_before") or 0,
     )
 
 
@@ -71,4 +72,6 @@ def dead_letter_record(row: sa.RowMapping) -> DeadLetterRecord:
         tries=row["tries"],
         created_at=row["created_at"],
         replayed_at=row["replayed_at"],
+        closed_at=row.get("closed_at"),
+        closed_reason=row.get("closed_reason"),
     )

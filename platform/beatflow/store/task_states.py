@@ -20,6 +20,7 @@ from beatflow.store.records import (
     TASK_FAILED,
     TASK_RUN_DECIDED_STATES,
     TASK_RUN_TERMINAL_STATES,
+    TASK_RUN_WAITING_STATES,
     TASK_UP_FOR_RETRY,
     DeadLetterDraft,
     TaskRunRecord,
@@ -75,7 +76,7 @@ class TaskStatesMixin(StoreBase):
     ) -> bool:
         """Record a state decided without running the task (upstream_failed, skipped, or failed
         before it could start). Inserts the row, or updates one that waits to run again
-        (``up_for_retry``: reset by a replay or a clear, whose upstream failed again); a final
+        (``cleared``: reset by a replay or a clear, whose upstream failed again); a final
         or claimed row is left alone. ``letter``: with ``failed``, the dead letter written in
         the same transaction. Returns True only if this call wrote it."""
         if state not in TASK_RUN_DECIDED_STATES:
@@ -165,7 +166,8 @@ def decided_upsert(
     state: str,
     error: str | None,
 ) -> sa.Executable:
-    """Insert a decided row, or update one that is ``up_for_retry``; returns its id when it
+    """Insert a decided row, or update one that waits to run again (``up_for_retry``,
+    ``cleared``); returns its id when it
     wrote (see ``set_task_state``)."""
     insert = backend.insert(task_runs).values(
         dedupe_key=dedupe_key,
@@ -187,5 +189,5 @@ def decided_upsert(
             "lease_token": None,
             "lease_expires_at": None,
         },
-        where=task_runs.c.state == TASK_UP_FOR_RETRY,
+        where=task_runs.c.state.in_(sorted(TASK_RUN_WAITING_STATES)),
     ).returning(task_runs.c.id)

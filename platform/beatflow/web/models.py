@@ -223,6 +223,10 @@ class TaskRun(Model):
     map_index: int
     state: str
     try_number: int
+    tries_before: int = Field(
+        description="tries made before the last clear or replay; the retry policy counts the "
+        "tries after them"
+    )
     dedupe_key: str
     worker: str | None
     started_at: Timestamp | None
@@ -270,6 +274,10 @@ class TaskRunDetail(Model):
     map_index: int
     state: str
     try_number: int
+    tries_before: int = Field(
+        description="tries made before the last clear or replay; the retry policy counts the "
+        "tries after them"
+    )
     dedupe_key: str
     worker: str | None
     started_at: Timestamp | None
@@ -325,6 +333,8 @@ class DeadLetter(Model):
     conf: Any
     created_at: Timestamp | None
     replayed_at: Timestamp | None
+    closed_at: Timestamp | None = Field(description="closed as stale: a replay is refused")
+    closed_reason: str | None = Field(description="who closed it and why")
     traceback: str | None
 
 

@@ -28,6 +28,7 @@ _SEVERITY = [
     "cancelled",
     "running",
     "up_for_retry",
+    "cleared",
     "queued",
     "skipped",
     "success",

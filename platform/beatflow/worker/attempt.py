@@ -58,6 +58,13 @@ class Attempt:
     closing: Closing | None = None  # this is the run's closing task
     item_only: bool = False  # a mapped instance's rows hold only its own item (claim.map_item)
 
+    @property
+    def round_try(self) -> int:
+        """This try's number in the current round: the retry policy counts from 1 again after
+        a clear or a replay (``tries_before``), while ``try_number`` keeps growing."""
+        before = self.record.tries_before if self.record is not None else 0
+        return max(1, self.try_number - before)
+
     def finish(self, state: str, **outcome: Any) -> None:
         """Record the outcome under this attempt's lease. If the lease was taken over (another
         worker runs the task now), stop: write nothing more, continue no canvas (Ignore).
@@ -114,7 +121,7 @@ class Attempt:
         """Record the final failure and its dead letter (one transaction), then hand it to
         Celery (the canvas goes on and ``exc`` is raised so Celery records FAILURE): see
         ``letters.record_final_failure``."""
-        tries = self.try_number if tries is None else tries
+        tries = self.round_try if tries is None else tries
         letter = DeadLetterDraft(
             args={"run_id": self.run.run_id, "map_index": self.index},
             conf=dict(self.run.conf),
@@ -169,7 +176,11 @@ def execute(attempt: Attempt, rows: list[TaskRunRecord]) -> dict[str, Any] | Non
     try:
         with correlation(try_number=a.try_number, dedupe_key=a.key):
             log.debug(
-                "task run %s started (try %d of %d)", a.key, a.try_number, spec.retry.retries + 1
+                "task run %s started (try %d, %d of %d)",
+                a.key,
+                a.try_number,
+                a.round_try,
+                spec.retry.retries + 1,
             )
             try:
                 with canvas.sending_canvas(False):  # the user's own publishes are plain Celery
@@ -211,12 +222,13 @@ def skip(attempt: Attempt, reason: str) -> dict[str, Any]:
 
 def handle_failure(attempt: Attempt, exc: Exception) -> None:
     """The function raised: record up_for_retry and retry through Celery while tries are
-    left, else fail the task run for good."""
+    left in this round (a clear or a replay starts a new one), else fail the task run for
+    good."""
     error = f"{type(exc).__name__}: {exc}"
     tb = traceback.format_exc()
     spec = attempt.spec
-    if attempt.try_number <= spec.retry.retries:
-        delay = spec.retry.delay_for(attempt.try_number, random.random())
+    if attempt.round_try <= spec.retry.retries:
+        delay = spec.retry.delay_for(attempt.round_try, random.random())
         attempt.finish("up_for_retry", error=error, traceback=tb)
         log.warning(
             "task run %s failed on try %d (%s); retrying in %.2fs",

@@ -172,7 +172,7 @@ def seen(claim: Claim, own: TaskRunRecord | None) -> ClaimSeen:
     """The claim's outcome as the decision needs it."""
     return ClaimSeen(
         outcome=claim.outcome,
-        try_number=claim.record.try_number,
+        try_number=claim.record.try_number - claim.record.tries_before,
         taken_over=own is not None and own.state == TaskRunState.RUNNING,
     )
 

@@ -86,7 +86,7 @@ def run_task(
         record=got.record, closing=closing, item_only=read.item_only,
     )  # fmt: skip
     if decision.action is Action.FAIL_WORKER_LOST:
-        attempt.fail(decision.reason, None, tries=attempt.try_number - 1)
+        attempt.fail(decision.reason, None, tries=attempt.round_try - 1)
         return None
     if decision.action is Action.EXPAND:
         mapping.expand(attempt)

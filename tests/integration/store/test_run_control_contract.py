@@ -85,7 +85,7 @@ def test_cancel_reset_and_force_change_only_the_task_runs_they_name(make_store: 
     assert not store.finish_task_run("d/r/a", running.token or "", state="success")  # fenced
     reset = store.reset_task_runs("d", "r", {"a", "b"}, states={"upstream_failed"})
     assert [t.dedupe_key for t in reset] == ["d/r/b"]
-    assert store.get_task_run("d/r/b").state == "up_for_retry"  # type: ignore[union-attr]
+    assert store.get_task_run("d/r/b").state == "cleared"  # type: ignore[union-attr]
     assert store.force_task_state("d", "r", "c", state="success", note="n", dedupe_key="d/r/c") == 1
     assert store.get_task_run("d/r/c").state == "success"  # type: ignore[union-attr]
 

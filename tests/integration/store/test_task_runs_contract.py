@@ -401,8 +401,11 @@ def test_replaying_a_dead_letter_resets_its_failed_task_run_and_downstream_at_on
     )
     letter = _dead_letter(store)
     store.start_replay(letter, {"after"})
-    assert store.get_task_run(KEY).state == "up_for_retry"  # type: ignore[union-attr]
-    assert store.get_task_run("etl/r1/after").state == "up_for_retry"  # type: ignore[union-attr]
+    replayed = store.get_task_run(KEY)
+    assert replayed is not None and replayed.state == "cleared"
+    # its retry policy starts again: the tries made so far are counted as before the replay
+    assert replayed.tries_before == replayed.try_number == 1
+    assert store.get_task_run("etl/r1/after").state == "cleared"  # type: ignore[union-attr]
     assert store.get_dead_letter(letter).replayed_at is not None  # type: ignore[union-attr]
     with pytest.raises(BeatflowError, match="replayed already"):
         store.start_replay(letter, {"after"})

@@ -18,7 +18,7 @@ from beatflow.web.api.letters import list_dead_letters
 from beatflow.web.api.runs import list_runs
 from beatflow.web.deps import runtime
 from beatflow.web.graph import render_svg
-from beatflow.web.limits import check_id
+from beatflow.web.limits import ApiError, check_id
 from beatflow.web.pages.base import (
     PageUser,
     back,
@@ -255,5 +255,17 @@ def replay_form(
     reason: str = Form("", max_length=2000),
 ) -> Response:
     check_csrf(request, who, csrf_token)
-    run = actions.replay(runtime(request), who, letter_id, reason=reason_given(reason))
+    try:
+        run = actions.replay(runtime(request), who, letter_id, reason=reason_given(reason))
+    except ApiError as exc:
+        if exc.status != 409:
+            raise
+        # refused (a stale letter, one replayed from another tab): the list as it is now,
+        # with the reason, so the operator sees why nothing ran
+        data = list_dead_letters(request, None, True, None, 50)
+        refused = f"Replay of dead letter {letter_id} refused: {exc.message}"
+        return render(
+            request, "dead_letters.html", who, status=409, include_replayed=True,
+            error=[refused], **data,
+        )  # fmt: skip
     return back(f"/dags/{quote(run.dag_id)}/runs/{quote(run.run_id, safe='')}")
