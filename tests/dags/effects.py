@@ -38,3 +38,21 @@ def after_fix(value: str) -> str:
 
 with DAG("t_fixable"):
     after_fix(fixable())
+
+
+@task(retries=2, retry_delay=0.1, retry_jitter=False)
+def flaky(ctx) -> str:
+    # counts every try across rounds (a clear or a replay starts a new round of three)
+    mark(f"flaky-{ctx.run_id}")
+    if not (MARKS / f"fix-{ctx.run_id}").exists():
+        raise RuntimeError(f"not fixed yet (try {ctx.try_number})")
+    return "fixed"
+
+
+@task
+def after_flaky(value: str) -> str:
+    return f"after {value}"
+
+
+with DAG("t_retried"):
+    after_flaky(flaky())

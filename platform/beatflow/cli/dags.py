@@ -258,7 +258,7 @@ def trigger(
     def show_change(t: Any) -> None:
         if not as_json:
             label = t.task_id if t.map_index < 0 else f"{t.task_id}[{t.map_index}]"
-            click.echo(f"  {label:<30} {t.state:<16} try {t.try_number}")
+            click.echo(f"  {label:<30} {t.state:<16} try {t.try_text}")
 
     try:
         final = trigger_and_follow(

@@ -69,7 +69,7 @@ def show(dag_id: str, run_id: str, as_json: bool) -> None:
     for t in tasks:
         label = t.task_id if t.map_index < 0 else f"{t.task_id}[{t.map_index}]"
         took = f"{t.duration_seconds:.3f}s" if t.duration_seconds is not None else "-"
-        click.echo(f"  {label:<32} {t.state:<16} try {t.try_number:<3} {took:>9}")
+        click.echo(f"  {label:<32} {t.state:<16} try {t.try_text:<18} {took:>9}")
         if t.error:  # a skipped task run's is why it was skipped
             click.echo(f"      {'reason' if t.state == 'skipped' else 'error'}: {t.error}")
     for n in store.list_notifications(dag_id, run_id):  # notifier events (notify.deliver)

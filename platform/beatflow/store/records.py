@@ -190,6 +190,18 @@ class TaskRunRecord:
         return max(0, self.try_number - self.tries_before)
 
     @property
+    def try_text(self) -> str:
+        """The try as the CLI and the pages write it: ``-`` for one that never ran, ``next 4``
+        for a cleared one (its next try), ``6 (3 since clear)`` after a clear or a replay."""
+        if self.state == TaskRunState.CLEARED:
+            return f"next {self.try_number + 1}"
+        if self.try_number == 0:
+            return "-"
+        if self.tries_before:
+            return f"{self.try_number} ({self.tries_since_clear} since clear)"
+        return str(self.try_number)
+
+    @property
     def duration_seconds(self) -> float | None:
         """Seconds the latest try ran, None until it has ended."""
         return _duration(self.started_at, self.ended_at)

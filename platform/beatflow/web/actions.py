@@ -14,6 +14,7 @@ from beatflow.errors import (
     BrokerUnavailableError,
     ConfError,
     DagNotFoundError,
+    DeadLetterStaleError,
     InvalidIdError,
     RunNotFoundError,
     SchemaOutOfDateError,
@@ -45,6 +46,8 @@ def api_errors() -> Iterator[None]:
         raise ApiError(503, str(exc)) from exc
     except ConfError as exc:
         raise ApiError(400, str(exc), problems=exc.problems) from exc
+    except DeadLetterStaleError as exc:
+        raise ApiError(409, str(exc), reason=exc.reason) from exc
     except StoreUnavailableError as exc:
         raise ApiError(503, f"results database unavailable: {exc}") from exc
     except SchemaOutOfDateError as exc:

@@ -87,6 +87,9 @@ class ErrorBody(Model):
     needed: Literal["viewer", "operator", "admin"] | None = Field(
         default=None, description="a 403 for a role: the role the action needs"
     )
+    reason: str | None = Field(
+        default=None, description="why a dead letter is stale (a refused replay): who closed it"
+    )
 
 
 # ---------------------------------------------------------------------- DAGs

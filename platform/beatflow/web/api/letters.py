@@ -20,7 +20,7 @@ def list_dead_letters(
     cursor: int | None = Query(None, ge=1, lt=2**63),
     limit: int = Query(50, ge=1, le=200),
 ) -> dict[str, Any]:
-    """Dead letters newest first (replayed ones only if asked)."""
+    """Dead letters newest first (replayed and stale ones only if asked)."""
     if dag_id is not None:
         check_id(dag_id, "DAG id")
     with actions.api_errors():
@@ -35,7 +35,9 @@ def list_dead_letters(
 
 @router.post("/dead-letters/{letter_id}/replay", response_model=models.DagRun, responses=CONFLICT)
 def replay(request: Request, who: ApiUser, letter_id: int = Path(ge=1, lt=2**63)) -> dict[str, Any]:
-    """Run the dead letter's task again as a new try, then what did not run because of it."""
+    """Run the dead letter's task again as new tries with its full retry policy, then what did
+    not run because of it. A stale letter (its run marked, its task cleared, a newer letter of
+    the same task run) is refused: 409 with the ``reason`` it was closed."""
     run = actions.replay(runtime(request), who, letter_id)
     return views.run_json(run)
 
