@@ -121,7 +121,6 @@ def test_a_cleared_task_shows_cleared_until_it_runs_and_its_downstream_no_try(
     failed_run(c, "clear-shown")
     # the worker is stopped from claiming by a paused consumer: the clear's rows are read
     # before any worker can run them (the run is sent only once its rows are written)
-    runtime = runtime_of(c.app)
     queue = c.env["BEATFLOW_QUEUES"]
     c.app.control.cancel_consumer(queue, reply=True, timeout=10)
     try:
