@@ -86,7 +86,8 @@ def test_a_dead_letter_replayed_without_a_fix_fails_again_and_the_run_ends(clust
     wait_for(
         lambda: (
             cluster.store.get_dag_run("t_fixable", final.run_id).state == "failed"
-            and cluster.tasks("t_fixable", final.run_id)["fixable"].try_number == 3
+            # retries=1 holds again for the replay: two more tries (3 and 4), not one
+            and cluster.tasks("t_fixable", final.run_id)["fixable"].try_number == 4
         ),
         timeout=90,
         message="the replayed run to end again (failed), not hang in running",
@@ -95,3 +96,6 @@ def test_a_dead_letter_replayed_without_a_fix_fails_again_and_the_run_ends(clust
     assert tasks["fixable"].state == "failed"
     # the downstream task the replay reset is decided again, not left waiting to run
     assert tasks["after_fix"].state == "upstream_failed"
+    assert cluster.count(f"fixable-{final.run_id}") == 4
+    newer = [d for d in cluster.store.list_dead_letters("t_fixable") if d.run_id == final.run_id]
+    assert [d.tries for d in newer] == [2]  # the replay's own letter, for its round of two
