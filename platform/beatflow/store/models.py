@@ -140,7 +140,7 @@ class TaskRun(Base):
     map_count: Mapped[int | None] = mapped_column(sa.Integer)
     # the run whose task run did the side effect, for a dedupe key shared across runs (0002)
     deduped_from: Mapped[str | None] = mapped_column(sa.String(250))
-    # tries made before the last clear or replay (migration 0019): retries count from there
+    # tries made before the last clear or replay (migration 0020): retries count from there
     tries_before: Mapped[int] = mapped_column(sa.Integer, server_default=sa.text("0"))
 
 
@@ -166,7 +166,7 @@ class DeadLetter(Base):
     tries: Mapped[int] = mapped_column(sa.Integer)
     created_at: Mapped[datetime]
     replayed_at: Mapped[datetime | None]
-    # closed without a replay, and why (migration 0019): its run marked, its task cleared, a
+    # closed without a replay, and why (migration 0020): its run marked, its task cleared, a
     # newer letter of the same task run; a replay of it is refused
     closed_at: Mapped[datetime | None]
     closed_reason: Mapped[str | None] = mapped_column(sa.Text)

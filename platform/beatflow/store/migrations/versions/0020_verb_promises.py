@@ -9,8 +9,8 @@ third try runs tries 4, 5 and 6), while try numbers keep growing so each try kee
 run was marked by an operator, its task cleared, or a newer letter of the same task run
 superseded it). Replaying a closed letter is refused with that reason.
 
-Revision ID: 0019
-Revises: 0018
+Revision ID: 0020
+Revises: 0019
 Create Date: 2026-12-06
 """
 
@@ -19,8 +19,8 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0019"
-down_revision = "0018"
+revision = "0020"
+down_revision = "0019"
 branch_labels = None
 depends_on = None
 
