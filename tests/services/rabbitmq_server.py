@@ -5,6 +5,7 @@ files in a temp folder), which a test may stop, kill and start again on the same
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import shutil
 import signal
@@ -14,6 +15,7 @@ import tempfile
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from tests.services._base import (
     OWNED,
@@ -203,6 +205,19 @@ class RabbitServer:
     @property
     def is_throwaway(self) -> bool:
         return self._owned is not None
+
+    def queues(self) -> dict[str, dict[str, Any]]:
+        """The queues of this vhost by name: ``durable``, ``type``, ``arguments``, ``messages``."""
+        args = ("list_queues", "-p", self.vhost or "/", "--formatter", "json")
+        columns = ("name", "durable", "type", "arguments", "messages")
+        if self._owned is not None:
+            out = self._owned.ctl(*args, *columns)
+        else:
+            out = _ctl(None, *args, *columns)
+        queues = {q["name"]: q for q in json.loads(out[out.index("[") :])}
+        for q in queues.values():  # [[name, type, value], ...] as {name: value}
+            q["arguments"] = {a[0]: a[-1] for a in q["arguments"]}
+        return queues
 
     def stop(self) -> None:
         if self._owned is not None:

@@ -62,3 +62,17 @@ def test_celery_gets_kombus_amqp_transport_with_publisher_confirms_and_redis_res
     assert "visibility_timeout" not in config["broker_transport_options"]  # Redis-only
     assert config["result_backend"] == REDIS
     assert config["redbeat_redis_url"] == REDIS
+
+
+def test_queues_get_priorities_or_are_quorum_queues_without_them() -> None:
+    env = {"BEATFLOW_BROKER_URL": "amqp://h//", "BEATFLOW_REDIS_URL": REDIS}
+    config = Settings.from_env(env).celery_config()
+    assert config["task_queue_max_priority"] == 10
+    assert config["task_default_queue_type"] == "classic"
+    config = Settings.from_env({**env, "BEATFLOW_RABBITMQ_MAX_PRIORITY": "0"}).celery_config()
+    assert config["task_queue_max_priority"] is None
+    quorum = Settings.from_env({**env, "BEATFLOW_RABBITMQ_QUORUM_QUEUES": "true"}).celery_config()
+    assert quorum["task_default_queue_type"] == quorum["task_create_missing_queue_type"] == "quorum"
+    assert quorum["task_queue_max_priority"] is None and quorum["worker_detect_quorum_queues"]
+    # on a Redis broker none of this is said: kombu's Redis priorities stay as they were
+    assert "task_queue_max_priority" not in Settings.from_env({}).celery_config()

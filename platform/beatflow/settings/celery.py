@@ -34,6 +34,7 @@ def broker_config(settings: Settings, redis_transport: dict[str, Any]) -> dict[s
             "broker_use_ssl": None,  # amqps:// connects with TLS (kombu's SSL transport)
             # a send returns once RabbitMQ has taken the message (publisher confirms)
             "broker_transport_options": {"confirm_publish": True},
+            **rabbitmq_queues(s),
         }
     return {
         "broker_url": connections.kombu_url(url),
@@ -42,6 +43,27 @@ def broker_config(settings: Settings, redis_transport: dict[str, Any]) -> dict[s
         # restarting or refusing writes for a while
         "broker_transport": BROKER_TRANSPORTS.get(urlsplit(url).scheme),
         "broker_transport_options": {**redis_transport, **connections.transport_options(url)},
+    }
+
+
+def rabbitmq_queues(settings: Settings) -> dict[str, Any]:
+    """How Celery declares beatflow's queues on RabbitMQ: durable (Celery's default, as its
+    messages are persistent), classic with ``x-max-priority``, or quorum queues, which have no
+    priorities on RabbitMQ 3.x and no global QoS (Celery's worker detects them and prefetches
+    per consumer), their countdowns and ETAs through Celery's native delayed delivery (which
+    needs topic exchanges)."""
+    if settings.rabbitmq_quorum_queues:
+        return {
+            "task_default_queue_type": "quorum",
+            "task_create_missing_queue_type": "quorum",
+            "task_default_exchange_type": "topic",
+            "task_create_missing_queue_exchange_type": "topic",
+            "worker_detect_quorum_queues": True,
+            "task_queue_max_priority": None,
+        }
+    return {
+        "task_default_queue_type": "classic",
+        "task_queue_max_priority": settings.rabbitmq_max_priority or None,
     }
 
 

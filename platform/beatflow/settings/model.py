@@ -47,6 +47,10 @@ class Settings(BaseSettings):
     redis_url: RedisUrl = ""
     result_backend_url: RedisUrl = ""  # empty: same as redis_url
     redbeat_url: RedisUrl = ""  # empty: same as redis_url
+    # RabbitMQ only: classic queues are declared with x-max-priority (0: without); quorum
+    # queues (no priorities on RabbitMQ 3.x) instead of classic ones
+    rabbitmq_max_priority: Annotated[int, FromText(v.whole(0, 255))] = 10
+    rabbitmq_quorum_queues: Flag = False
     database_url: Annotated[str, FromText(v.database_url)] = "sqlite:///.beatflow/beatflow.db"
     dags_folder: PathText = "dags"
     # plain Celery task modules (BEATFLOW_IMPORTS), see plain.py

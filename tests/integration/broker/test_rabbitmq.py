@@ -19,16 +19,39 @@ pytestmark = pytest.mark.slow
 
 
 def test_a_dag_with_a_map_runs_to_success_with_rabbitmq_as_the_broker(
-    request, tmp_path, redis_url, postgres_url
+    request, tmp_path, redis_url, postgres_url, rabbitmq_server
 ):
     env = broker_env(request, "rabbitmq", redis_url)
     with cluster(tmp_path, redis_url, postgres_url, env=env) as c:
         assert c.app.conf.broker_url.startswith("amqp://")
-        assert c.app.connection_for_write().transport.driver_type == "amqp"
+        with c.app.connection_for_write() as conn:
+            assert conn.transport.driver_type == "amqp"
         final, tasks = c.run("t_map")
         assert final.state == "success", c.log_tail()
         assert [tasks[f"square[{i}]"].result for i in range(3)] == [1, 4, 9]
         assert tasks["collect"].result["values"] == [1, 4, 9]
+        # the queue: durable, classic, with priorities (a task's priority= 0-9)
+        queue = rabbitmq_server.queues()[c.env["BEATFLOW_QUEUES"]]
+        assert queue["durable"] is True and queue["type"] == "classic"
+        assert queue["arguments"] == {"x-max-priority": 10}
+
+
+def test_quorum_queues_by_a_setting_run_a_map_and_retries_with_countdowns(
+    request, tmp_path, redis_url, postgres_url, rabbitmq_server
+):
+    env = {**broker_env(request, "rabbitmq", redis_url), "BEATFLOW_RABBITMQ_QUORUM_QUEUES": "1"}
+    with cluster(tmp_path, redis_url, postgres_url, env=env) as c:
+        final, tasks = c.run("t_map")
+        assert final.state == "success", c.log_tail()
+        assert tasks["collect"].result["values"] == [1, 4, 9]
+        # the retries wait out their countdowns in RabbitMQ (native delayed delivery)
+        final, tasks = c.run("t_retry")
+        assert final.state == "success", c.log_tail()
+        assert tasks["flaky"].try_number == 3
+        queue = rabbitmq_server.queues()[c.env["BEATFLOW_QUEUES"]]
+        assert queue["durable"] is True and queue["type"] == "quorum"
+        assert "x-max-priority" not in queue["arguments"]  # (RabbitMQ would refuse it)
+        # (and a consumer with global QoS is refused on a quorum queue: the worker took none)
 
 
 def _health(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
