@@ -1,5 +1,6 @@
-"""A worker SIGKILLed in the middle of a task: with acks_late the message comes back after the
-visibility timeout, the expired lease is taken over, and the task completes exactly once."""
+"""A worker SIGKILLed in the middle of a task: with acks_late the message comes back (on Redis
+after the visibility timeout, on RabbitMQ when the worker's connection drops), the expired
+lease is taken over, and the task completes exactly once."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from beatflow.execution.decide import WORKER_LOST_TRIES
 from beatflow.runs import trigger_dag
 from beatflow.runtime import runtime_of
 from tests.cluster import cluster
+from tests.conftest import broker_env
 from tests.procs import wait_for
 
 pytestmark = pytest.mark.slow
@@ -24,9 +26,10 @@ FAST_REDELIVERY = {
 
 
 def test_a_task_whose_worker_is_killed_midway_is_redelivered_and_completes_once(
-    tmp_path, redis_url, postgres_url
+    request, broker, tmp_path, redis_url, postgres_url
 ):
-    with cluster(tmp_path, redis_url, postgres_url, env=FAST_REDELIVERY) as c:
+    env = {**FAST_REDELIVERY, **broker_env(request, broker, redis_url)}
+    with cluster(tmp_path, redis_url, postgres_url, env=env) as c:
         record = trigger_dag(runtime_of(c.app), "t_effect", conf={"sleep": 3.0})
         wait_for(
             lambda: c.count(f"start-{record.run_id}") == 1, timeout=30, message="the task to start"
