@@ -25,6 +25,7 @@ __all__ = [
     "context",
     "init_app",
     "task",
+    "task_value",
 ]
 
 
@@ -51,6 +52,10 @@ def __getattr__(name: str) -> Any:
         from beatflow import notify
 
         return getattr(notify, name)
+    if name == "task_value":  # a DAG task's value from its AsyncResult or Celery task id
+        from beatflow.runs.task_value import task_value
+
+        return task_value
     if name == "Idempotent":  # base class for plain Celery tasks with a durable dedupe key
         from beatflow.plain import Idempotent
 

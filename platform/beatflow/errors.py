@@ -14,6 +14,7 @@ BeatflowError
 ├── DeadLetterStaleError     a dead letter closed as stale (its run marked, a newer letter)
 ├── RunStateError            an operator's verb does not apply to the run's current state
 ├── UnknownTaskError         an operator named a task the DAG does not have
+├── TaskValueError           task_value: no DAG task run has that Celery task id, or it failed
 ├── BrokerUnavailableError   a DAG run could not be sent: the broker is unreachable
 ├── StoreError               the results database failed or refused
 │   ├── StoreUnavailableError  the database cannot be reached (retry later)
@@ -159,6 +160,21 @@ class UnknownTaskError(BeatflowError):
         close = difflib.get_close_matches(task_id, list(known), n=1)
         hint = f'; did you mean "{close[0]}"?' if close else ""
         super().__init__(f'DAG "{dag_id}" has no task "{task_id}"{hint}')
+
+
+class TaskValueError(BeatflowError, LookupError):
+    """Raised by ``beatflow.task_value`` when no DAG task run's latest try is that Celery task
+    (not a DAG task, or a later try replaced it) or the task run has no value (not succeeded)."""
+
+    def __init__(self, celery_task_id: str, state: str | None = None, error: str = "") -> None:
+        self.celery_task_id = celery_task_id
+        self.state = state
+        self.error = error
+        if state is None:
+            why = "no DAG task run's latest try is this Celery task"
+        else:
+            why = f"its task run is {state}" + (f": {error}" if error else ", not success")
+        super().__init__(f"no value for Celery task {celery_task_id}: {why}")
 
 
 class BrokerUnavailableError(BeatflowError):

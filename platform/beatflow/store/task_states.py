@@ -110,6 +110,13 @@ class TaskStatesMixin(StoreBase):
             )
         return None if row is None else task_run_record(row)
 
+    def get_task_run_by_celery_id(self, celery_task_id: str) -> TaskRunRecord | None:
+        """The task run whose latest try is the Celery task ``celery_task_id`` (None: none)."""
+        query = sa.select(task_runs).where(task_runs.c.celery_task_id == celery_task_id)
+        with self._read(f"reading the task run of Celery task {celery_task_id!r}") as conn:
+            row = conn.execute(query.limit(1)).mappings().first()
+        return None if row is None else task_run_record(row)
+
     def get_task_runs(
         self, dag_id: str, run_id: str, task_ids: Collection[str] | None = None
     ) -> list[TaskRunRecord]:
