@@ -18,7 +18,9 @@ producer (``BatchingCelery.producer_or_acquire``, where Celery's sends take thei
 is left to publish as it always does, since an apply option such as a producer would be copied
 into a chord's body and serialised with it), whose publishes the block buffers. The block ends
 by adding the events in one message and sending it all in one pipeline. An app built otherwise
-sends its messages and events one by one, as Celery does.
+sends its messages and events one by one, as Celery does. On RabbitMQ (py-amqp has no publish
+batches) kombu publishes each message of a block at once, each awaiting its publisher confirm;
+the block's ``task-sent`` events still go as one message.
 """
 
 from __future__ import annotations
