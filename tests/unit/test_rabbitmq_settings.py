@@ -76,3 +76,11 @@ def test_queues_get_priorities_or_are_quorum_queues_without_them() -> None:
     assert quorum["task_queue_max_priority"] is None and quorum["worker_detect_quorum_queues"]
     # on a Redis broker none of this is said: kombu's Redis priorities stay as they were
     assert "task_queue_max_priority" not in Settings.from_env({}).celery_config()
+
+
+def test_the_visibility_timeout_bounds_the_time_limit_on_redis_only() -> None:
+    long_tasks = {"BEATFLOW_TASK_SOFT_TIME_LIMIT": "7000", "BEATFLOW_TASK_TIME_LIMIT": "7200"}
+    with pytest.raises(SettingsError, match="BEATFLOW_VISIBILITY_TIMEOUT=3600 must exceed"):
+        Settings.from_env({"BEATFLOW_BROKER_URL": REDIS, **long_tasks})
+    env = {"BEATFLOW_BROKER_URL": "amqp://h//", "BEATFLOW_REDIS_URL": REDIS, **long_tasks}
+    assert Settings.from_env(env).task_time_limit == 7200

@@ -28,7 +28,8 @@ def problems(s: Settings) -> list[str]:
             f"{PREFIX}TASK_SOFT_TIME_LIMIT={s.task_soft_time_limit} must be below "
             f"{PREFIX}TASK_TIME_LIMIT={s.task_time_limit}"
         )
-    if s.visibility_timeout <= s.task_time_limit:
+    # RabbitMQ gives a message back when its consumer's connection closes, not after a timeout
+    if not s.broker_is_amqp and s.visibility_timeout <= s.task_time_limit:
         out.append(
             f"{PREFIX}VISIBILITY_TIMEOUT={s.visibility_timeout} must exceed "
             f"{PREFIX}TASK_TIME_LIMIT={s.task_time_limit}, or Redis redelivers tasks "
