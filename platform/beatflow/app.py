@@ -202,13 +202,21 @@ def _merge_config(app: Celery, config: dict[str, Any], settings: Settings) -> di
             problems.append(_problem(name, theirs, ours, why))
     if problems:
         raise AppConfigError(app.main or "", problems)
-    out = {}
+    out: dict[str, Any] = {}
     for name, value in config.items():
         if name in _MERGED and name in app_sets:
             out[name] = {**(app.conf[name] or {}), **value}
         elif name in _MUST_AGREE or name not in app_sets:
             out[name] = value
+    if _declares_quorum(app, app_sets) and "task_queue_max_priority" not in app_sets:
+        # the app's own quorum queues: RabbitMQ refuses x-max-priority on them
+        out["task_queue_max_priority"] = None
     return out
+
+
+def _declares_quorum(app: Celery, app_sets: set[str]) -> bool:
+    names = ("task_default_queue_type", "task_create_missing_queue_type")
+    return any(n in app_sets and app.conf[n] == "quorum" for n in names)
 
 
 def _install_batching(app: Celery) -> None:

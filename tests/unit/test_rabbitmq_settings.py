@@ -84,3 +84,27 @@ def test_the_visibility_timeout_bounds_the_time_limit_on_redis_only() -> None:
         Settings.from_env({"BEATFLOW_BROKER_URL": REDIS, **long_tasks})
     env = {"BEATFLOW_BROKER_URL": "amqp://h//", "BEATFLOW_REDIS_URL": REDIS, **long_tasks}
     assert Settings.from_env(env).task_time_limit == 7200
+
+
+def test_an_app_of_quorum_queues_gets_no_priority_argument_for_them() -> None:
+    import types
+
+    from celery import Celery
+
+    from beatflow import init_app
+
+    settings = Settings(broker_url="amqp://h//", redis_url=REDIS)
+    module = types.ModuleType("quorum_celeryconfig")
+    module.task_default_queue_type = "quorum"  # type: ignore[attr-defined]
+    quorum = Celery("proj", set_as_current=False)
+    quorum.config_from_object(module)
+    classic = Celery("other", set_as_current=False)
+    try:
+        init_app(quorum, settings, load_dags=False)
+        init_app(classic, settings, load_dags=False)
+        assert quorum.conf.task_default_queue_type == "quorum"  # the app's own, kept
+        assert quorum.conf.task_queue_max_priority is None
+        assert classic.conf.task_queue_max_priority == 10
+    finally:
+        quorum.close()
+        classic.close()
