@@ -109,7 +109,7 @@ class TaskRun(Base):
     __table_args__ = (
         sa.UniqueConstraint("dedupe_key"),
         sa.Index(None, "dag_id", "run_id"),
-        sa.Index(None, "celery_task_id"),  # beatflow.task_value (migration 0020)
+        sa.Index(None, "celery_task_id"),  # beatflow.task_value (migration 0021)
         # stuck task runs (migrations 0009 and 0017: only running rows, and only for a query
         # that bounds their lease)
         sa.Index(

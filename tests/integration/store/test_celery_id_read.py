@@ -1,5 +1,5 @@
 """``beatflow.task_value`` finds a task run by its Celery task id through the index of that
-column (migration 0020): a point read on a PostgreSQL history of 20,000 task runs, analysed as
+column (migration 0021): a point read on a PostgreSQL history of 20,000 task runs, analysed as
 any deployment's is, not a scan of the table."""
 
 from __future__ import annotations

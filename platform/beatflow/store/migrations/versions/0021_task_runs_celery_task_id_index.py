@@ -5,8 +5,8 @@ value a DAG task returned from the results DB, given only what a Celery user hol
 On PostgreSQL the build reads ``task_runs`` once and holds off its writes (not its reads) for
 that time: on a large history, upgrade while the workers are quiet.
 
-Revision ID: 0020
-Revises: 0019
+Revision ID: 0021
+Revises: 0020
 Create Date: 2026-12-06
 """
 
@@ -14,8 +14,8 @@ from __future__ import annotations
 
 from alembic import op
 
-revision = "0020"
-down_revision = "0019"
+revision = "0021"
+down_revision = "0020"
 branch_labels = None
 depends_on = None
 
