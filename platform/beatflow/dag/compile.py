@@ -14,8 +14,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from celery import Celery, chain, group
-from celery.canvas import Signature
+from celery import Celery, chain, chord, group
+from celery.canvas import Signature, _chain
 
 from beatflow.dag.model import DAG
 from beatflow.dag.plan import Leaf, Node, Parallel, Plan, Series, build_plan, size
@@ -103,7 +103,13 @@ def compile_node(
     if isinstance(node, Series):
         return chain(*parts) if len(parts) > 1 else parts[0]
     assert isinstance(node, Parallel)
-    return group(parts)
+    # A chord that is a group's member is applied by ``group.apply_async`` with the group's own
+    # id as ``group_id``, and ``chord.run`` copies it onto the chord's body, over the group id the
+    # body was frozen with. In a chord's header the two are the same; a group that ends a chain
+    # (``x | group([...])``) in a chord's header has an id of its own, so the body counted itself
+    # in a group no chord waits on, and the outer chord never fired (Airflow's example_complex).
+    # A chain of one applies the chord without that option: its body keeps its frozen group id.
+    return group([_chain([p], app=app) if isinstance(p, chord) else p for p in parts])
 
 
 def segment_signature(app: Celery, dag_id: str, run_id: str, path: str) -> Signature:
