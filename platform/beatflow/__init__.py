@@ -13,6 +13,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "DAG",
+    "Asset",
     "BeatflowError",
     "Idempotent",
     "Notifier",
@@ -56,6 +57,10 @@ def __getattr__(name: str) -> Any:
         from beatflow.runs.task_value import task_value
 
         return task_value
+    if name == "Asset":
+        from beatflow.dag.assets import Asset
+
+        return Asset
     if name == "Idempotent":  # base class for plain Celery tasks with a durable dedupe key
         from beatflow.plain import Idempotent
 

@@ -14,6 +14,7 @@ from typing import Any, overload
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from beatflow.dag import model
+from beatflow.dag.assets import asset_condition, is_asset_schedule, outlet_names
 from beatflow.dag.model import Param, Ref, RetryPolicy, TaskSpec
 from beatflow.dag.schedule import Schedule
 from beatflow.errors import DagDefinitionError, InvalidIdError
@@ -85,7 +86,7 @@ class DAG:
         self,
         dag_id: str,
         *,
-        schedule: str | timedelta | None = None,
+        schedule: Any = None,  # cron, preset, timedelta, None, or assets (dag.assets)
         start_date: datetime | None = None,
         end_date: datetime | None = None,
         timezone: str | ZoneInfo = "UTC",
@@ -110,7 +111,13 @@ class DAG:
         tz = _zone(timezone, file, line)
         start = _aware(start_date, tz)
         sched: Schedule | None = None
-        if schedule is not None:
+        on_assets = None
+        if is_asset_schedule(schedule):
+            try:
+                on_assets = asset_condition(schedule)
+            except ValueError as exc:
+                raise DagDefinitionError(f'DAG "{dag_id}": {exc}', file=file, line=line) from None
+        elif schedule is not None:
             try:
                 sched = Schedule.parse(schedule, tz, anchor=start)
             except ValueError as exc:
@@ -161,6 +168,7 @@ class DAG:
             file=file,
             line=line,
             defaults=self.defaults,
+            asset_schedule=on_assets,
         )
         self._token: contextvars.Token[model.DAG | None] | None = None
         collector = _collector.get()
@@ -196,6 +204,7 @@ _TASK_OPTIONS = {
     "on_retry",
     "on_failure",
     *(f"on_{event}_callback" for event in model.CALLBACK_EVENTS),
+    "outlets",
 }
 
 
@@ -321,6 +330,7 @@ class Task:
             callbacks=callbacks if isinstance(callbacks, dict) else {},
             file=file,
             line=line,
+            outlets=outlet_names(opts.get("outlets")),
         )
         dag.add_task(spec)
         return TaskRef(dag, task_id)
@@ -366,6 +376,10 @@ def _option_problems(opts: Mapping[str, Any]) -> list[str]:
     queue = opts.get("queue")
     if queue is not None and (not isinstance(queue, str) or not _QUEUE_RE.fullmatch(queue)):
         problems.append(f"queue must be letters, digits, '_', '.' and '-', got {queue!r:.40}")
+    try:
+        outlet_names(opts.get("outlets"))
+    except ValueError as exc:
+        problems.append(str(exc))
     return problems
 
 

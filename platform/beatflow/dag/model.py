@@ -116,6 +116,7 @@ class TaskSpec:
     callbacks: Callbacks = field(default_factory=dict)
     file: str | None = None
     line: int | None = None
+    outlets: tuple[str, ...] = ()  # the assets its success marks updated (dag.assets)
 
     @property
     def argument_upstream(self) -> set[str]:
@@ -200,6 +201,7 @@ class DAG:
     line: int | None = None
     defaults: dict[str, Any] = field(default_factory=dict)  # default_args for its tasks
     tasks: dict[str, TaskSpec] = field(default_factory=dict)
+    asset_schedule: Any = None  # a dag.assets condition: runs when its assets are updated
     plan_cache: Any = field(default=None, repr=False, compare=False)  # set by dag.compile
 
     # ------------------------------------------------------------------ building

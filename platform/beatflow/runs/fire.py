@@ -40,6 +40,8 @@ log = logging.getLogger(__name__)
 
 FIRE_TASK = "beatflow.fire_schedule"
 FIRE_BATCH_TASK = "beatflow.fire_schedules"
+# the beat's asset pass sends the DAGs it created asset-triggered runs of (scheduler.assets)
+DISPATCH_TASK = "beatflow.dispatch_queued"
 FIRE_TRIGGERS = frozenset({"scheduled", "catchup"})
 # a worker that has not loaded the DAG retries this often (deploy skew: the beat has the new
 # DAG before the workers restart), then leaves the queued run to the reconciler
@@ -128,6 +130,27 @@ def register(app: Celery) -> None:
     @app.task(name=FIRE_BATCH_TASK, **TASK_OPTIONS)  # type: ignore[untyped-decorator]
     def fire_schedules(self: CeleryTask, fires: list[list[str]], leader_epoch: int) -> int:
         return fire_batch(self, fires, leader_epoch)
+
+    @app.task(name=DISPATCH_TASK, **TASK_OPTIONS)  # type: ignore[untyped-decorator]
+    def dispatch_queued(self: CeleryTask, dag_ids: list[str]) -> int:
+        return dispatch_dags(runtime_of(self.app), dag_ids)
+
+
+def dispatch_dags(runtime: Runtime, dag_ids: list[str]) -> int:
+    """Start and send the queued runs of each DAG its max_active_runs allows; one that cannot
+    be dispatched here waits queued for the reconciler. Returns how many runs were sent."""
+    from beatflow.runs.dispatch import dispatch_quietly
+
+    sent = 0
+    for dag_id in dag_ids:
+        try:
+            sent += dispatch_quietly(runtime, dag_id)
+        except (DagNotFoundError, StoreUnavailableError) as exc:
+            log.warning(
+                "queued runs of DAG %s wait for the reconciler: %s", dag_id, exc,
+                extra={"dag_id": dag_id},
+            )  # fmt: skip
+    return sent
 
 
 def fire_batch(task: CeleryTask, fires: list[list[str]], leader_epoch: int) -> int:

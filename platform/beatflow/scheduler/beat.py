@@ -21,12 +21,14 @@ from beatflow import connections, keys
 from beatflow.dag.loader import DagBag
 from beatflow.errors import SchedulerError
 from beatflow.runs.fire import (
+    DISPATCH_TASK,
     FIRE_BATCH_TASK,
     create_scheduled_run,
     create_scheduled_runs,
     scheduled_draft,
 )
 from beatflow.scheduler import checks
+from beatflow.scheduler.assets import AssetPass
 from beatflow.scheduler.clock import Clock
 from beatflow.scheduler.election import LeaderElection
 from beatflow.scheduler.firing import Dispatcher
@@ -106,6 +108,8 @@ class BeatflowScheduler(PeriodicTasks):
         self._next_sync = 0.0
         self._load_errors: tuple[str, ...] = ()
         self._written_epoch = 0
+        self.assets = AssetPass(lambda: self.store, self._send_dispatch)
+        self._next_assets = 0.0
 
     @property
     def store(self) -> Store:
@@ -184,10 +188,12 @@ class BeatflowScheduler(PeriodicTasks):
             # forget kombu's "already declared" cache and declare the queue again on publish
             self.producer.connection.declared_entities.clear()
             self._record_term(lease[1])
+            self.assets.reset()
         now = self.clock.now()
         result = self.dispatcher.fire_due(now, lease)
         if result.fired:
             log.info("beat %s: fired %d tick(s) (epoch %d)", self.instance, result.fired, lease[1])
+        self._run_assets(lease[1], now)
         if time.monotonic() >= self._next_sync:
             self._sync(lease)
         periodic_wait = self.fire_periodic(lease)
@@ -197,6 +203,26 @@ class BeatflowScheduler(PeriodicTasks):
         if wait <= 0:  # due but not fired (a failure, retried later): never spin on it
             wait = self.loop_interval
         return max(0.005, min(self.loop_interval, wait, periodic_wait))
+
+    def _run_assets(self, epoch: int, now: Any) -> None:
+        """The asset pass (scheduler.assets), at most once a loop interval; a failure is
+        logged and the next pass tries again (its work is idempotent)."""
+        if time.monotonic() < self._next_assets or self.folder.bag is None:
+            return
+        self._next_assets = time.monotonic() + self.settings.beat_loop_interval
+        try:
+            self.assets.run(self.folder.bag, epoch, now, self.store.paused_dag_ids())
+        except Exception as exc:  # noqa: BLE001 - never let it stop the schedules
+            log.warning("beat %s: asset pass failed (%s); trying again", self.instance, exc)
+
+    def _send_dispatch(self, dag_ids: list[str]) -> None:
+        self.app.send_task(
+            DISPATCH_TASK,
+            args=[dag_ids],
+            queue=self.settings.default_queue,
+            producer=self.producer,
+            ignore_result=True,
+        )
 
     def _start(self) -> None:
         self._started = True

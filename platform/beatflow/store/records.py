@@ -45,8 +45,16 @@ TRIGGER_MANUAL = "manual"
 TRIGGER_CATCHUP = "catchup"
 TRIGGER_BACKFILL = "backfill"
 TRIGGER_REPLAY = "replay"
+TRIGGER_ASSET = "asset"  # runs when its assets are updated (dag.assets, scheduler.assets)
 TRIGGERS = frozenset(
-    {TRIGGER_SCHEDULED, TRIGGER_MANUAL, TRIGGER_CATCHUP, TRIGGER_BACKFILL, TRIGGER_REPLAY}
+    {
+        TRIGGER_SCHEDULED,
+        TRIGGER_MANUAL,
+        TRIGGER_CATCHUP,
+        TRIGGER_BACKFILL,
+        TRIGGER_REPLAY,
+        TRIGGER_ASSET,
+    }
 )
 
 ClaimOutcome = Literal["run", "done", "held"]

@@ -8,6 +8,7 @@ from __future__ import annotations
 from beatflow.errors import SchemaOutOfDateError, StoreError
 from beatflow.settings import mask_url
 from beatflow.store import schema
+from beatflow.store.assets import AssetsMixin
 from beatflow.store.audit import AuditMixin
 from beatflow.store.beat_terms import BeatTermsMixin
 from beatflow.store.browse import BrowseMixin
@@ -42,6 +43,7 @@ class Store(
     HotPathMixin,
     FanInsMixin,
     NotificationsMixin,
+    AssetsMixin,
 ):
     """The results database: DAG runs, task runs (claimed by dedupe key), dead letters, pauses.
 

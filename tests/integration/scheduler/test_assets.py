@@ -1,0 +1,197 @@
+"""Data-aware scheduling on real services: a real worker, real `celery -A beatflow beat`
+replicas, PostgreSQL. A producer's success triggers its consumer once; all-of and any-of
+conditions; a redelivered producer records no second event; a beat leader SIGKILLed while it
+schedules on assets leaves every event consumed exactly once."""
+
+from __future__ import annotations
+
+import re
+import textwrap
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from beatflow.app import create_app
+from beatflow.cli import main
+from beatflow.dag.compile import compile_run
+from beatflow.runs.dispatch import send_canvas
+from beatflow.store import DagRunRecord
+from beatflow.store.records import AuditNote
+from tests.integration.scheduler.beatcluster import BeatCluster
+from tests.procs import wait_for
+
+pytestmark = pytest.mark.slow
+
+PRODUCER = """
+from pathlib import Path
+from beatflow import DAG, Asset, task
+
+orders = Asset("warehouse.orders")
+
+@task(outlets=[orders])
+def load() -> int:
+    with open({marks!r}, "a") as f:
+        f.write("ran\\n")
+    return 1
+
+with DAG("producer", schedule=None):
+    load()
+"""
+
+CONSUMER = """
+from beatflow import DAG, Asset, task
+
+@task
+def use() -> int:
+    return 1
+
+with DAG({dag_id!r}, schedule={schedule}):
+    use()
+"""
+
+
+def write(cluster: BeatCluster, name: str, source: str) -> None:
+    (cluster.dags / f"{name}.py").write_text(textwrap.dedent(source))
+
+
+def consumer(cluster: BeatCluster, dag_id: str, schedule: str) -> None:
+    write(cluster, dag_id, CONSUMER.format(dag_id=dag_id, schedule=schedule))
+
+
+def cli(cluster: BeatCluster, *args: str) -> tuple[int, str]:
+    result = CliRunner().invoke(main, list(args), env=dict(cluster.env))
+    if result.exception is not None and not isinstance(result.exception, SystemExit):
+        raise result.exception
+    return result.exit_code, result.output
+
+
+def emit(cluster: BeatCluster, asset: str) -> int:
+    note = AuditNote("test", "asset_emit", {})
+    return cluster.store.emit_asset_event(asset, audit=note).id
+
+
+def event_ids(run: DagRunRecord) -> list[int]:
+    return [e["id"] for e in run.conf["asset_events"]]
+
+
+def wait_succeeded(cluster: BeatCluster, dag_id: str, n: int) -> list[DagRunRecord]:
+    wait_for(
+        lambda: sum(r.state == "success" for r in cluster.runs(dag_id)) >= n,
+        timeout=60,
+        message=f"{n} successful runs of {dag_id}\n{cluster.logs()}",
+    )
+    return cluster.runs(dag_id)
+
+
+def test_a_producers_success_triggers_its_consumer_once_per_success(
+    cluster: BeatCluster, tmp_path: Path
+) -> None:
+    marks = tmp_path / "marks"
+    write(cluster, "producer", PRODUCER.format(marks=str(marks)))
+    consumer(cluster, "orders_report", 'Asset("warehouse.orders")')
+    cluster.start_worker()
+    cluster.start_beat("a")
+    cluster.wait_leader()
+    code, out = cli(cluster, "dags", "trigger", "producer", "--run-id", "p1", "--wait")
+    assert code == 0, out
+    (run,) = wait_succeeded(cluster, "orders_report", 1)
+    assert run.trigger == "asset"
+    (event,) = run.conf["asset_events"]
+    assert event["asset"] == "warehouse.orders"
+    assert (event["dag_id"], event["run_id"], event["task_id"]) == ("producer", "p1", "load")
+    code, out = cli(cluster, "dags", "trigger", "producer", "--run-id", "p2", "--wait")
+    assert code == 0, out
+    runs = wait_succeeded(cluster, "orders_report", 2)
+    assert len(runs) == 2
+    assert len(cluster.store.list_asset_events("warehouse.orders")) == 2
+
+
+def test_a_redelivered_producer_records_no_second_event_and_triggers_no_second_run(
+    cluster: BeatCluster, tmp_path: Path
+) -> None:
+    marks = tmp_path / "marks"
+    write(cluster, "producer", PRODUCER.format(marks=str(marks)))
+    consumer(cluster, "orders_report", 'Asset("warehouse.orders")')
+    consumer(cluster, "probe", 'Asset("probe")')
+    worker = cluster.start_worker()
+    cluster.start_beat("a")
+    cluster.wait_leader()
+    code, out = cli(cluster, "dags", "trigger", "producer", "--run-id", "p1", "--wait")
+    assert code == 0, out
+    wait_succeeded(cluster, "orders_report", 1)
+    done = re.compile(r"Task producer\.load\[[^\]]+\] succeeded")
+    assert len(done.findall(worker.log())) == 1
+    # the same run's messages again, as a redelivery would bring them
+    app = create_app(cluster.settings)
+    try:
+        send_canvas(app, compile_run(app, app.beatflow.dag("producer"), "p1"))  # type: ignore[attr-defined]
+    finally:
+        app.close()
+    wait_for(lambda: len(done.findall(worker.log())) == 2, timeout=60, message="redelivery")
+    # a later asset pass (the probe's run proves it ran) found nothing new to record
+    emit(cluster, "probe")
+    wait_succeeded(cluster, "probe", 1)
+    assert marks.read_text().count("ran") == 1
+    assert len(cluster.store.list_asset_events("warehouse.orders")) == 1
+    assert len(cluster.runs("orders_report")) == 1
+
+
+def test_all_of_waits_for_every_asset_and_any_of_runs_for_each(cluster: BeatCluster) -> None:
+    consumer(cluster, "both", '[Asset("a"), Asset("b")]')
+    consumer(cluster, "either", 'Asset("a") | Asset("b")')
+    consumer(cluster, "probe_a", 'Asset("a")')
+    cluster.start_worker()
+    cluster.start_beat("a")
+    cluster.wait_leader()
+    first = emit(cluster, "a")
+    # the pass that ran probe_a looked at "both" too: one asset of two is not enough
+    wait_succeeded(cluster, "probe_a", 1)
+    assert cluster.runs("both") == []
+    (either,) = wait_succeeded(cluster, "either", 1)
+    assert event_ids(either) == [first]
+    second = emit(cluster, "b")
+    (both,) = wait_succeeded(cluster, "both", 1)
+    assert sorted(event_ids(both)) == [first, second]
+    runs = wait_succeeded(cluster, "either", 2)
+    assert sorted(event_ids(r) for r in runs) == [[first], [second]]
+    third = emit(cluster, "a")
+    wait_succeeded(cluster, "probe_a", 2)
+    assert len(cluster.runs("both")) == 1  # b was not updated again
+    fourth = emit(cluster, "b")
+    both_runs = wait_succeeded(cluster, "both", 2)
+    assert sorted(event_ids(r) for r in both_runs) == [[first, second], [third, fourth]]
+
+
+def test_a_leader_sigkilled_while_scheduling_on_assets_leaves_each_event_consumed_once(
+    cluster: BeatCluster,
+) -> None:
+    consumer(cluster, "orders_report", 'Asset("warehouse.orders")')
+    cluster.start_worker()
+    names = iter("abcdefgh")
+    for _ in range(2):
+        cluster.start_beat(next(names))
+    emitted: list[int] = []
+    for _ in range(3):
+        leader = cluster.wait_leader()
+        emitted += [emit(cluster, "warehouse.orders") for _ in range(3)]
+        proc = next(b for b in cluster.beats if b.name == leader and b.popen is not None)
+        proc.kill()  # SIGKILL: the lease is left to expire, mid-pass or not
+        cluster.beats.remove(proc)
+        cluster.start_beat(next(names))
+        cluster.wait_leader(among={b.name for b in cluster.beats})
+
+    def consumed() -> Counter[int]:
+        return Counter(i for r in cluster.runs("orders_report") for i in event_ids(r))
+
+    wait_for(
+        lambda: set(consumed()) == set(emitted),
+        timeout=90,
+        message=f"every event consumed\n{cluster.logs()}",
+    )
+    counts = consumed()
+    assert all(n == 1 for n in counts.values()), counts
+    runs = cluster.runs("orders_report")
+    wait_succeeded(cluster, "orders_report", len(runs))
+    assert {r.trigger for r in runs} == {"asset"}
