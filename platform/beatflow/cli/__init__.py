@@ -37,6 +37,7 @@ COMMANDS: dict[str, str] = {
     "web": "beatflow.cli.web:web",
     "chaos": "beatflow.cli.chaos:chaos",
     "tasks": "beatflow.cli.tasks:tasks",
+    "assets": "beatflow.cli.assets:assets",
 }
 
 

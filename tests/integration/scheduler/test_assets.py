@@ -5,11 +5,14 @@ schedules on assets leaves every event consumed exactly once."""
 
 from __future__ import annotations
 
+import json
 import re
 import textwrap
+import types
 from collections import Counter
 from pathlib import Path
 
+import httpx
 import pytest
 from click.testing import CliRunner
 
@@ -195,3 +198,76 @@ def test_a_leader_sigkilled_while_scheduling_on_assets_leaves_each_event_consume
     runs = cluster.runs("orders_report")
     wait_succeeded(cluster, "orders_report", len(runs))
     assert {r.trigger for r in runs} == {"asset"}
+
+
+def test_emit_from_the_cli_and_the_api_triggers_the_consumer_and_is_audited(
+    cluster: BeatCluster,
+) -> None:
+    from beatflow.runtime import runtime_of
+    from tests.web.conftest import TOKEN, serve
+
+    consumer(cluster, "ext_report", 'Asset("ext.feed")')
+    write(cluster, "producer", PRODUCER.format(marks="/dev/null"))
+    cluster.start_worker()
+    cluster.start_beat("a")
+    cluster.wait_leader()
+    code, out = cli(
+        cluster, "assets", "emit", "ext.feed", "--extra", '{"rows": 3}',
+        "--actor", "ops:ann", "--reason", "vendor file landed", "--json",
+    )  # fmt: skip
+    assert code == 0, out
+    first = json.loads(out)
+    (run,) = wait_succeeded(cluster, "ext_report", 1)
+    (event,) = run.conf["asset_events"]
+    assert (event["id"], event["extra"], event["actor"]) == (first["id"], {"rows": 3}, "ops:ann")
+    (note,) = cluster.store.list_audit(action="asset_emit")
+    assert (note.actor, note.detail["reason"], note.detail["asset"]) == (
+        "ops:ann", "vendor file landed", "ext.feed",
+    )  # fmt: skip
+    code, out = cli(cluster, "assets", "emit", "bad name!")
+    assert code != 0 and "bad asset name" in out
+
+    app = create_app(cluster.settings)
+    settings = runtime_of(app).settings.replace(
+        web_user="admin", web_password="pw-0123456789", web_tokens=f"ci:{TOKEN}"
+    )
+    server = serve(settings, types.SimpleNamespace(app=app))  # type: ignore[arg-type]
+    try:
+        with httpx.Client(
+            base_url=server.url, headers={"Authorization": f"Bearer {TOKEN}"}, timeout=30
+        ) as c:
+            r = c.post("/api/v1/assets/ext.feed/events", json={"extra": {"rows": 4}})
+            assert r.status_code == 201, r.text
+            second = r.json()
+            runs = wait_succeeded(cluster, "ext_report", 2)
+            assert sorted(event_ids(r) for r in runs) == [[first["id"]], [second["id"]]]
+            r = c.post("/api/v1/assets/bad name!/events", json={})
+            assert r.status_code == 400, r.text
+            assert (
+                c.post(
+                    "/api/v1/assets/x/events", json={}, headers={"Authorization": ""}
+                ).status_code
+                == 401
+            )
+            listed = {a["name"]: a for a in c.get("/api/v1/assets").json()["assets"]}
+            assert listed["ext.feed"]["consumers"] == ["ext_report"]
+            assert listed["ext.feed"]["event_count"] == 2
+            assert listed["warehouse.orders"]["producers"] == ["producer.load"]
+            one = c.get("/api/v1/assets/ext.feed").json()
+            run_of = {event_ids(r)[0]: r.run_id for r in runs}
+            assert [e["consumed_by"] for e in one["events"]] == [
+                [{"dag_id": "ext_report", "run_id": run_of[i]}] for i in (second["id"], first["id"])
+            ]
+            assert c.get("/api/v1/assets/nothing.here").status_code == 404
+    finally:
+        server.server.should_exit = True
+        server.thread.join(timeout=10)
+        app.close()
+    code, out = cli(cluster, "assets", "list", "--json")
+    assert code == 0, out
+    assert {a["name"] for a in json.loads(out)} == {"ext.feed", "warehouse.orders"}
+    code, out = cli(cluster, "assets", "show", "ext.feed", "--json")
+    assert code == 0, out
+    assert json.loads(out)["event_count"] == 2
+    code, out = cli(cluster, "assets", "list")
+    assert "producer.load -> warehouse.orders -> -" in out, out
