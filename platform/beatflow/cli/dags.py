@@ -18,6 +18,7 @@ from beatflow.cli.common import (
     reason_option,
     runtime_or_exit,
 )
+from beatflow.dag.assets import schedule_text
 from beatflow.dag.loader import DagBag, load_dags
 from beatflow.dag.model import DAG
 from beatflow.errors import BeatflowError
@@ -53,7 +54,7 @@ def _bag() -> DagBag:
 def _dag_json(dag: DAG, paused: bool | None) -> dict[str, Any]:
     return {
         "dag_id": dag.dag_id,
-        "schedule": dag.schedule.describe() if dag.schedule else None,
+        "schedule": schedule_text(dag.schedule, dag.asset_schedule),
         "timezone": dag.timezone.key,
         "paused": paused,
         "tags": list(dag.tags),

@@ -148,3 +148,11 @@ def outlet_names(value: Any) -> tuple[str, ...]:
             raise ValueError(f"outlets: {problem}")
         names.append(item)
     return tuple(dict.fromkeys(names))
+
+
+def schedule_text(schedule: Any, on_assets: Condition | None) -> str | None:
+    """A DAG's schedule as ``dags list``/``show`` and the API say it: the cron or interval, or
+    ``assets: a & b`` for a DAG scheduled on assets; None when manual."""
+    if on_assets is not None:
+        return f"assets: {on_assets.describe()}"
+    return None if schedule is None else str(schedule.describe())

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from beatflow.dag.assets import schedule_text
 from beatflow.dag.model import DAG
 from beatflow.dag.plan import Leaf, Node, Parallel, Plan, build_plan
 
@@ -40,7 +41,8 @@ def render_text(dag: DAG, plan: Plan | None = None) -> str:
     plan = plan or build_plan(dag)
     depth = levels(dag)
     lines = [f"DAG {dag.dag_id}" + (f": {dag.description}" if dag.description else "")]
-    lines.append(f"  schedule: {dag.schedule.describe() if dag.schedule else 'none (manual)'}")
+    schedule = schedule_text(dag.schedule, dag.asset_schedule) or "none (manual)"
+    lines.append(f"  schedule: {schedule}")
     if dag.file:
         lines.append(f"  defined at: {dag.file}:{dag.line}")
     lines.append("")

@@ -9,6 +9,7 @@ from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
+from beatflow.dag.assets import schedule_text
 from beatflow.dag.loader import LoadError
 from beatflow.dag.model import DAG
 from beatflow.dag.render import levels
@@ -74,8 +75,12 @@ def dag_summary(dag: DAG, paused: bool, last_runs: Sequence[RunLike]) -> dict[st
     return {
         "dag_id": dag.dag_id,
         "description": dag.description,
-        "schedule": dag.schedule.describe() if dag.schedule else None,
-        "schedule_words": schedule_words(dag.schedule),
+        "schedule": schedule_text(dag.schedule, dag.asset_schedule),
+        "schedule_words": (
+            f"scheduled on assets: {dag.asset_schedule.describe()}"
+            if dag.asset_schedule is not None
+            else schedule_words(dag.schedule)
+        ),
         "timezone": dag.timezone.key,
         "next_run": _iso(next_run(dag, paused)),
         "paused": paused,

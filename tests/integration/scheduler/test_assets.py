@@ -204,7 +204,8 @@ def test_emit_from_the_cli_and_the_api_triggers_the_consumer_and_is_audited(
     cluster: BeatCluster,
 ) -> None:
     from beatflow.runtime import runtime_of
-    from tests.web.conftest import TOKEN, serve
+    from tests.web.conftest import PASSWORD, TOKEN, USER, serve
+    from tests.web.test_api import login
 
     consumer(cluster, "ext_report", 'Asset("ext.feed")')
     write(cluster, "producer", PRODUCER.format(marks="/dev/null"))
@@ -229,7 +230,7 @@ def test_emit_from_the_cli_and_the_api_triggers_the_consumer_and_is_audited(
 
     app = create_app(cluster.settings)
     settings = runtime_of(app).settings.replace(
-        web_user="admin", web_password="pw-0123456789", web_tokens=f"ci:{TOKEN}"
+        web_user=USER, web_password=PASSWORD, web_tokens=f"ci:{TOKEN}"
     )
     server = serve(settings, types.SimpleNamespace(app=app))  # type: ignore[arg-type]
     try:
@@ -259,6 +260,18 @@ def test_emit_from_the_cli_and_the_api_triggers_the_consumer_and_is_audited(
                 [{"dag_id": "ext_report", "run_id": run_of[i]}] for i in (second["id"], first["id"])
             ]
             assert c.get("/api/v1/assets/nothing.here").status_code == 404
+        browser, _ = login(server)  # type: ignore[arg-type]
+        try:
+            page = browser.get("/assets")
+            assert page.status_code == 200, page.text
+            row = page.text.split('data-asset="ext.feed"')[1].split("</tr>")[0]
+            assert "outside (emit)" in row and ">ext_report</a>" in row and "ops:ann" in row
+            row = page.text.split('data-asset="warehouse.orders"')[1].split("</tr>")[0]
+            assert ">producer.load</a>" in row
+            dag_page = browser.get("/dags/ext_report")
+            assert "scheduled on assets: ext.feed" in dag_page.text
+        finally:
+            browser.close()
     finally:
         server.server.should_exit = True
         server.thread.join(timeout=10)
