@@ -31,6 +31,7 @@ from beatflow.states import TaskRunState
 from beatflow.store import DeadLetterDraft, FinishedRun, TaskRunEnded
 from beatflow.worker.inputs import inputs
 from beatflow.worker.letters import continue_fan_in, record_final_failure
+from beatflow.worker.outlets import record_outlets
 from beatflow.worker.retry import MAX_SLEEP_SECONDS, retry_later
 
 if TYPE_CHECKING:
@@ -204,6 +205,7 @@ def execute(attempt: Attempt, rows: list[TaskRunRecord]) -> dict[str, Any] | Non
             # round trip (a run's closing task has none; a fan-out's are sent by Celery)
             canvas.send_chain_step(a.task)
             a.notify(TaskRunState.SUCCESS)  # after the next step is on its way
+            record_outlets(a)  # its assets' events (the beat records them too, once)
             return events.outcome(TaskRunState.SUCCESS)
     finally:
         reset_task_context(ctx_token)

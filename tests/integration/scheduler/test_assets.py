@@ -111,6 +111,22 @@ def test_a_producers_success_triggers_its_consumer_once_per_success(
     assert len(cluster.store.list_asset_events("warehouse.orders")) == 2
 
 
+def test_the_producing_worker_records_the_event_with_no_beat_running(
+    cluster: BeatCluster, tmp_path: Path
+) -> None:
+    write(cluster, "producer", PRODUCER.format(marks=str(tmp_path / "marks")))
+    cluster.start_worker()
+    code, out = cli(cluster, "dags", "trigger", "producer", "--run-id", "p1", "--wait")
+    assert code == 0, out
+    wait_for(
+        lambda: cluster.store.list_asset_events("warehouse.orders"),
+        timeout=30,
+        message="the producer's asset event",
+    )
+    (event,) = cluster.store.list_asset_events("warehouse.orders")
+    assert (event.dag_id, event.run_id, event.task_id) == ("producer", "p1", "load")
+
+
 def test_a_redelivered_producer_records_no_second_event_and_triggers_no_second_run(
     cluster: BeatCluster, tmp_path: Path
 ) -> None:
