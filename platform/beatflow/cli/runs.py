@@ -66,6 +66,9 @@ def show(dag_id: str, run_id: str, as_json: bool) -> None:
         return
     duration = f"{run.duration_seconds:.2f}s" if run.duration_seconds is not None else "-"
     click.echo(f"{dag_id} / {run_id}: {run.state} ({run.trigger}, {duration})")
+    if run.trigger == "asset":  # the events that triggered it (scheduler.assets)
+        shown = [f"{e.get('asset')} #{e.get('id')}" for e in run.conf.get("asset_events", [])]
+        click.echo(f"  triggered by asset events: {', '.join(shown) or '-'}")
     for t in tasks:
         label = t.task_id if t.map_index < 0 else f"{t.task_id}[{t.map_index}]"
         took = f"{t.duration_seconds:.3f}s" if t.duration_seconds is not None else "-"

@@ -104,6 +104,8 @@ def test_a_producers_success_triggers_its_consumer_once_per_success(
     (event,) = run.conf["asset_events"]
     assert event["asset"] == "warehouse.orders"
     assert (event["dag_id"], event["run_id"], event["task_id"]) == ("producer", "p1", "load")
+    code, out = cli(cluster, "runs", "show", "orders_report", run.run_id)
+    assert code == 0 and f"triggered by asset events: warehouse.orders #{event['id']}" in out, out
     code, out = cli(cluster, "dags", "trigger", "producer", "--run-id", "p2", "--wait")
     assert code == 0, out
     runs = wait_succeeded(cluster, "orders_report", 2)
