@@ -222,10 +222,14 @@ def test_a_leader_sigkilled_while_scheduling_on_assets_leaves_each_event_consume
     assert {r.trigger for r in runs} == {"asset"}
 
 
+VIEWER = "viewer-token-0123456789abcdef"
+
+
 def test_emit_from_the_cli_and_the_api_triggers_the_consumer_and_is_audited(
     cluster: BeatCluster,
 ) -> None:
     from beatflow.runtime import runtime_of
+    from beatflow.settings.accounts import hash_token
     from tests.web.conftest import PASSWORD, TOKEN, USER, serve
     from tests.web.test_api import login
 
@@ -252,7 +256,10 @@ def test_emit_from_the_cli_and_the_api_triggers_the_consumer_and_is_audited(
 
     app = create_app(cluster.settings)
     settings = runtime_of(app).settings.replace(
-        web_user=USER, web_password=PASSWORD, web_tokens=f"ci:{TOKEN}"
+        web_user=USER,
+        web_password=PASSWORD,
+        web_tokens=f"ci:{TOKEN}",
+        web_token_hashes=f"ro:viewer:{hash_token(VIEWER)}",
     )
     server = serve(settings, types.SimpleNamespace(app=app))  # type: ignore[arg-type]
     try:
@@ -264,6 +271,10 @@ def test_emit_from_the_cli_and_the_api_triggers_the_consumer_and_is_audited(
             second = r.json()
             runs = wait_succeeded(cluster, "ext_report", 2)
             assert sorted(event_ids(r) for r in runs) == [[first["id"]], [second["id"]]]
+            as_viewer = {"Authorization": f"Bearer {VIEWER}"}
+            r = c.post("/api/v1/assets/ext.feed/events", json={}, headers=as_viewer)
+            assert r.status_code == 403, r.text  # emitting is an operator's verb
+            assert c.get("/api/v1/assets", headers=as_viewer).status_code == 200
             r = c.post("/api/v1/assets/bad name!/events", json={})
             assert r.status_code == 400, r.text
             assert (
