@@ -31,6 +31,9 @@ FIRST_SCAN = timedelta(days=1)
 SLACK = timedelta(seconds=120)
 # at most this many of a run's triggering events are listed in its conf
 LISTED_EVENTS = 100
+# producers' workers record their events themselves: the leader's scan of their successes is
+# the net for a worker killed between its commit and that write, so it runs this seldom
+SCAN_EVERY = timedelta(seconds=10)
 
 
 def asset_run_id(events: Collection[AssetEventRecord]) -> str:
@@ -76,26 +79,23 @@ class AssetPass:
     def reset(self) -> None:
         self._since = None
 
-    def run(self, bag: DagBag, epoch: int, now: datetime, paused: Collection[str]) -> list[str]:
-        """Record producers' events and create the due asset-triggered runs; the DAGs given
-        a new run (sent to be dispatched)."""
+    def run(
+        self, bag: DagBag, epoch: int, now: datetime, paused: Callable[[], Collection[str]]
+    ) -> list[str]:
+        """Record the events of producers' successes no worker recorded (every SCAN_EVERY)
+        and create the due asset-triggered runs; the DAGs given a new run (sent to be
+        dispatched)."""
         consumers = consumers_of(bag)
         producers = producers_of(bag)
         if not consumers and not producers:
             return []
         store = self._store()
-        since = now - FIRST_SCAN if self._since is None else self._since - SLACK
-        updates = store.produced_updates(list(producers), since)
-        if updates:
-            made = store.record_produced_events(
-                (u, producers[(u.dag_id, u.task_id)]) for u in updates
-            )
-            if made:
-                log.info("beat: recorded %d asset event(s) of producing tasks", made)
-        self._since = now
+        if self._since is None or now - self._since >= SCAN_EVERY:
+            self._scan(store, producers, now)
         created: list[str] = []
+        stopped = set(paused()) if consumers else set()
         for dag_id, condition in sorted(consumers.items()):
-            if dag_id in paused:
+            if dag_id in stopped:
                 continue
             events = store.unconsumed_asset_events(dag_id, condition.names())
             if not events or not condition.met({e.asset for e in events}):
@@ -114,3 +114,16 @@ class AssetPass:
         if created:
             self._dispatch(created)
         return created
+
+    def _scan(
+        self, store: Store, producers: dict[tuple[str, str], tuple[str, ...]], now: datetime
+    ) -> None:
+        since = now - FIRST_SCAN if self._since is None else self._since - SLACK
+        updates = store.produced_updates(list(producers), since) if producers else []
+        if updates:
+            made = store.record_produced_events(
+                (u, producers[(u.dag_id, u.task_id)]) for u in updates
+            )
+            if made:
+                log.info("beat: recorded %d asset event(s) of producing tasks", made)
+        self._since = now

@@ -211,7 +211,7 @@ class BeatflowScheduler(PeriodicTasks):
             return
         self._next_assets = time.monotonic() + self.settings.beat_loop_interval
         try:
-            self.assets.run(self.folder.bag, epoch, now, self.store.paused_dag_ids())
+            self.assets.run(self.folder.bag, epoch, now, self.store.paused_dag_ids)
         except Exception as exc:  # noqa: BLE001 - never let it stop the schedules
             log.warning("beat %s: asset pass failed (%s); trying again", self.instance, exc)
 

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+import sqlalchemy as sa
 from click.testing import CliRunner
 
 from beatflow.app import create_app
@@ -21,6 +22,7 @@ from beatflow.cli import main
 from beatflow.dag.compile import compile_run
 from beatflow.runs.dispatch import send_canvas
 from beatflow.store import DagRunRecord
+from beatflow.store.models import asset_events
 from beatflow.store.records import AuditNote
 from tests.integration.scheduler.beatcluster import BeatCluster
 from tests.procs import wait_for
@@ -113,10 +115,11 @@ def test_a_producers_success_triggers_its_consumer_once_per_success(
     assert len(cluster.store.list_asset_events("warehouse.orders")) == 2
 
 
-def test_the_producing_worker_records_the_event_with_no_beat_running(
+def test_the_producing_worker_records_the_event_and_the_beat_records_a_lost_one(
     cluster: BeatCluster, tmp_path: Path
 ) -> None:
     write(cluster, "producer", PRODUCER.format(marks=str(tmp_path / "marks")))
+    consumer(cluster, "orders_report", 'Asset("warehouse.orders")')
     cluster.start_worker()
     code, out = cli(cluster, "dags", "trigger", "producer", "--run-id", "p1", "--wait")
     assert code == 0, out
@@ -127,6 +130,14 @@ def test_the_producing_worker_records_the_event_with_no_beat_running(
     )
     (event,) = cluster.store.list_asset_events("warehouse.orders")
     assert (event.dag_id, event.run_id, event.task_id) == ("producer", "p1", "load")
+    # a worker killed between its success commit and that write: the beat leader's scan of
+    # the producers' successes records the event (under the same key) and the consumer runs
+    with cluster.store._engine.begin() as conn:
+        conn.execute(sa.delete(asset_events))
+    cluster.start_beat("a")
+    (run,) = wait_succeeded(cluster, "orders_report", 1)
+    (again,) = cluster.store.list_asset_events("warehouse.orders")
+    assert again.source_key == event.source_key and event_ids(run) == [again.id]
 
 
 def test_a_redelivered_producer_records_no_second_event_and_triggers_no_second_run(
