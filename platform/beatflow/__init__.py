@@ -21,10 +21,12 @@ __all__ = [
     "Skip",
     "SmtpNotifier",
     "WebhookNotifier",
+    "TaskGroup",
     "__version__",
     "context",
     "init_app",
     "task",
+    "task_group",
     "task_value",
 ]
 
@@ -56,6 +58,10 @@ def __getattr__(name: str) -> Any:
         from beatflow.runs.task_value import task_value
 
         return task_value
+    if name in ("TaskGroup", "task_group"):
+        from beatflow.dag import groups
+
+        return getattr(groups, name)
     if name == "Idempotent":  # base class for plain Celery tasks with a durable dedupe key
         from beatflow.plain import Idempotent
 

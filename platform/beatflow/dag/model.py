@@ -14,8 +14,12 @@ from typing import Any
 from zoneinfo import ZoneInfo
 
 from beatflow.dag import graph
+from beatflow.dag import params as params_mod
+from beatflow.dag.params import Param, param_from
 from beatflow.dag.schedule import Schedule
-from beatflow.errors import ConfError, DagDefinitionError
+from beatflow.errors import DagDefinitionError
+
+__all__ = ["DAG", "Param", "Ref", "RetryPolicy", "TaskSpec", "param_from"]
 
 TRIGGER_RULES = (
     "all_success",
@@ -55,20 +59,6 @@ class Ref:
     """An input that is another task's result (a data edge)."""
 
     task_id: str
-
-
-@dataclass(frozen=True, slots=True)
-class Param:
-    """A declared DAG parameter: the type a trigger's conf value must have, and its default."""
-
-    default: Any = None
-    type: type | tuple[type, ...] | None = None
-    required: bool = False
-    description: str = ""
-
-    def type_name(self) -> str:
-        types = self.type if isinstance(self.type, tuple) else (self.type,)
-        return " or ".join(t.__name__ for t in types if t is not None) or "any"
 
 
 @dataclass(frozen=True, slots=True)
@@ -200,6 +190,7 @@ class DAG:
     line: int | None = None
     defaults: dict[str, Any] = field(default_factory=dict)  # default_args for its tasks
     tasks: dict[str, TaskSpec] = field(default_factory=dict)
+    groups: dict[str, Any] = field(default_factory=dict)  # task groups: dag/groups.py GroupSpec
     plan_cache: Any = field(default=None, repr=False, compare=False)  # set by dag.compile
 
     # ------------------------------------------------------------------ building
@@ -292,56 +283,7 @@ class DAG:
     def resolve_conf(self, conf: Mapping[str, Any] | None) -> dict[str, Any]:
         """Check a trigger's conf against the declared params; return conf with defaults filled.
 
-        Raises ConfError listing every problem (unknown key, wrong type, missing value).
+        Raises ConfError listing every problem (unknown key, wrong type, out of range, missing
+        value), its ``fields`` naming each refused param.
         """
-        if conf is not None and not isinstance(conf, Mapping):
-            raise ConfError(self.dag_id, [f"conf must be a JSON object, got {type(conf).__name__}"])
-        given = dict(conf or {})
-        problems: list[str] = []
-        for key in sorted(set(given) - set(self.params)):
-            close = difflib.get_close_matches(key, list(self.params), n=1)
-            hint = f' (did you mean "{close[0]}"?)' if close else ""
-            known = ", ".join(sorted(self.params)) or "none"
-            name = key if len(key) <= 60 else f"{key[:60]}..."
-            problems.append(f'unknown key "{name}"{hint}; declared params: {known}')
-        out: dict[str, Any] = {}
-        for name, param in self.params.items():
-            if name in given:
-                value = given[name]
-                if param.type is not None and not _is_instance(value, param.type):
-                    problems.append(
-                        f'"{name}" must be {param.type_name()}, got {type(value).__name__} '
-                        f"{_shown(value)}"
-                    )
-                out[name] = value
-            elif param.required:
-                problems.append(f'"{name}" is required ({param.type_name()})')
-            else:
-                out[name] = param.default
-        if problems:
-            raise ConfError(self.dag_id, problems)
-        return out
-
-
-def _shown(value: Any, limit: int = 60) -> str:
-    """A value as an error message shows it: its repr, cut to ``limit`` characters."""
-    text = repr(value)
-    return text if len(text) <= limit else f"{text[:limit]}... ({len(text)} characters)"
-
-
-def _is_instance(value: Any, expected: type | tuple[type, ...]) -> bool:
-    types = expected if isinstance(expected, tuple) else (expected,)
-    if isinstance(value, bool) and bool not in types:
-        return False  # JSON true is not an int
-    if isinstance(value, int) and float in types:
-        return True
-    return isinstance(value, types)
-
-
-def param_from(value: Any) -> Param:
-    """A Param from a params={} entry: a Param as is, else a default whose type is inferred."""
-    if isinstance(value, Param):
-        return value
-    if value is None:
-        return Param(default=None)
-    return Param(default=value, type=type(value))
+        return params_mod.resolve(self.dag_id, self.params, conf)

@@ -107,7 +107,9 @@ class Dispatcher:
                 if dag_id in self._paused:
                     # catchup=True holds the watermark (the paused ticks run on unpause);
                     # catchup=False skips them: the watermark follows the clock
-                    skip = None if spec.catchup else spec.schedule.prev_at_or_before(now)
+                    # (an @once DAG keeps its one tick: it fires once unpaused)
+                    keep = spec.catchup or spec.schedule.once
+                    skip = None if keep else spec.schedule.prev_at_or_before(now)
                     wm = (
                         ""
                         if skip is None or (watermark and skip <= watermark)
