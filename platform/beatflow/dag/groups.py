@@ -233,7 +233,14 @@ def link(dag: model.DAG, upstream: Iterable[str], downstream: Iterable[str]) -> 
 
 
 @overload
-def task_group(fn: Callable[..., Any], /) -> Callable[..., Any]: ...
+def task_group(
+    fn: Callable[..., Any],
+    /,
+    *,
+    group_id: str | None = None,
+    default_args: Mapping[str, Any] | None = None,
+    tooltip: str = "",
+) -> Callable[..., Any]: ...
 @overload
 def task_group(
     fn: None = None,
@@ -276,6 +283,15 @@ def task_group(
                 result = f(*args, **kwargs)
             return result if heads_or_none(result) else group
 
+        def override(**options: Any) -> Callable[..., Any]:
+            """The same group with another ``group_id``, ``default_args`` or ``tooltip``."""
+            known = {"group_id": group_id, "default_args": default_args, "tooltip": tooltip}
+            unknown = set(options) - set(known)
+            if unknown:
+                raise TypeError(f"override() takes {', '.join(known)}; got {sorted(unknown)}")
+            return task_group(f, **{**known, **options})
+
+        call.override = override  # type: ignore[attr-defined]
         return call
 
     return wrap(fn) if fn is not None else wrap
