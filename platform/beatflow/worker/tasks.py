@@ -7,6 +7,7 @@ there too."""
 from __future__ import annotations
 
 import logging
+import re
 from typing import Any
 
 from celery import Celery, signals
@@ -90,7 +91,9 @@ def register_node(app: Celery, dag: DAG, spec: TaskSpec) -> CeleryTask:
         options["soft_time_limit"] = spec.soft_time_limit
     if spec.time_limit is not None:
         options["time_limit"] = spec.time_limit
-    body.__name__ = spec.task_id
+    # Celery compiles a signature check named after the function: an identifier (a task
+    # group's dotted id, extract.load, is not one); the task's name stays the full id
+    body.__name__ = re.sub(r"\W", "_", spec.task_id)
     body.__qualname__ = name
     body.__module__ = f"beatflow_dags.{dag_id}"
     registered: CeleryTask = app.task(**options)(body)

@@ -140,6 +140,7 @@ def _trigger(request: Request, who: PageUser, dag_id: str, posted: dict[str, str
         if exc.status not in (400, 409):
             raise
         field_errors = dict(exc.extra.get("fields") or {})
+        shown = field_errors if raw is not None else {}  # by their fields, not in the list
         problems = exc.extra.get("problems") or [exc.message]
         context = _dag_context(request, dag_id)
         context["fields"] = params_form.fields(dag, raw, field_errors or {})
@@ -150,7 +151,7 @@ def _trigger(request: Request, who: PageUser, dag_id: str, posted: dict[str, str
             status=400,
             conf_text=conf_text,
             raw_open=raw is None,
-            error=[p for p in problems if not any(p.startswith(f'"{k}" ') for k in field_errors)],
+            error=[p for p in problems if not any(p.startswith(f'"{k}" ') for k in shown)],
             **context,
         )
     return back(f"/dags/{quote(dag_id)}/runs/{quote(run.run_id, safe='')}")
