@@ -242,7 +242,7 @@ def test_errors_are_html_pages_with_the_way_back_and_the_api_keeps_json(
     assert response.status == 405 and "text/html" in response.headers["content-type"]
     shot(page, tmp_path, "error-405")
     page.click(".way-back a:text-is('DAG web_etl')")  # type: ignore[attr-defined]
-    page.wait_for_selector("textarea[name=conf]")  # type: ignore[attr-defined]
+    page.wait_for_selector("form.params")  # type: ignore[attr-defined]
     # a verb from a second tab that no longer applies: 409, with the way back to the run
     with web.client() as c:
         run = c.post("/api/v1/dags/web_etl/runs", json={}).json()
