@@ -15,6 +15,7 @@ from datetime import datetime, timedelta
 import redis
 
 from beatflow import keys
+from beatflow.dag.schedule import NEVER
 from beatflow.scheduler.creation import CHUNK, Create, CreateMany, create_runs
 from beatflow.scheduler.plan import Fire, ScheduleSpec, plan_fires
 from beatflow.times import parse_instant
@@ -115,7 +116,10 @@ class Dispatcher:
                         if skip is None or (watermark and skip <= watermark)
                         else skip.isoformat()
                     )
-                    updates[dag_id] = (wm, str(spec.schedule.next_after(now).timestamp()))
+                    nxt = spec.schedule.next_after(now)
+                    if spec.schedule.once and nxt == NEVER:  # look again soon: it may unpause
+                        nxt = now + timedelta(seconds=5)
+                    updates[dag_id] = (wm, str(nxt.timestamp()))
                     continue
                 plan = plan_fires(
                     spec,

@@ -63,3 +63,32 @@ def test_once_fires_one_run_across_restarts_failovers_and_a_lost_watermark(
     cluster.wait_runs("beat_every_second", ticks + 3)
     assert [r.run_id for r in cluster.runs("beat_once")] == [run.run_id], cluster.logs()
     assert cluster.runs("beat_manual") == []
+
+
+PAUSED_ONCE = """
+from datetime import datetime
+from beatflow import DAG, task
+
+@task
+def noop() -> int:
+    return 1
+
+with DAG("beat_once_paused", schedule="@once", start_date=datetime(2026, 1, 1), catchup=False):
+    noop()
+"""
+
+
+def test_a_once_dag_paused_at_its_tick_runs_once_unpaused(cluster: BeatCluster) -> None:
+    cluster.store.set_paused("beat_once_paused", True)
+    (cluster.dags / "once_paused.py").write_text(PAUSED_ONCE)
+    (cluster.dags / "beat_every_second.py").write_text(dag_source("beat_every_second"))
+    cluster.start_worker()
+    cluster.start_beat("a")
+    cluster.wait_leader()
+    cluster.wait_runs("beat_every_second", 3)  # the beat looked at the paused entry
+    assert cluster.runs("beat_once_paused") == []
+    cluster.store.set_paused("beat_once_paused", False)
+    [run] = cluster.wait_runs("beat_once_paused", 1, timeout=60)
+    ticks = len(cluster.runs("beat_every_second"))
+    cluster.wait_runs("beat_every_second", ticks + 3)
+    assert [r.run_id for r in cluster.runs("beat_once_paused")] == [run.run_id]
