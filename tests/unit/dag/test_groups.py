@@ -176,3 +176,21 @@ def test_a_collapsed_group_is_one_node_in_the_graph() -> None:
     assert 'data-task="g.inner.a"' not in shut
     assert 'class="node group-node state-failed" data-group="g"' in shut
     assert shut.count('class="edge"') == 2  # first -> g -> last
+
+
+def test_mermaid_draws_each_group_as_a_subgraph_around_its_tasks() -> None:
+    from beatflow.dag.render import render_mermaid
+
+    with DAG("d") as dag, TaskGroup("g"):
+        with TaskGroup("inner"):
+            step.override(task_id="a")()
+        step.override(task_id="b")()
+    assert render_mermaid(dag.model).splitlines()[:7] == [
+        "flowchart LR",
+        '    subgraph t_group_g["g"]',
+        '        subgraph t_group_g_inner["g.inner"]',
+        '            t_g_inner_a["g.inner.a"]',
+        "        end",
+        '        t_g_b["g.b"]',
+        "    end",
+    ]
