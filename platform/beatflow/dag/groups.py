@@ -281,7 +281,7 @@ def task_group(
                 gid, default_args=default_args, tooltip=tooltip or (doc[0] if doc else "")
             ) as group:
                 result = f(*args, **kwargs)
-            return result if heads_or_none(result) else group
+            return result if is_task_result(result) else group
 
         def override(**options: Any) -> Callable[..., Any]:
             """The same group with another ``group_id``, ``default_args`` or ``tooltip``."""
@@ -297,7 +297,7 @@ def task_group(
     return wrap(fn) if fn is not None else wrap
 
 
-def heads_or_none(value: Any) -> bool:
+def is_task_result(value: Any) -> bool:
     """Whether ``value`` is a task's result (what a task-group function may return)."""
     return isinstance(getattr(value, "task_id", None), str) and hasattr(value, "dag")
 
