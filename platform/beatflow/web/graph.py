@@ -84,11 +84,12 @@ def layout(dag: DAG, collapsed: Collection[str] = ()) -> dict[str, tuple[int, in
     rows: dict[int, int] = {}
     out: dict[str, tuple[int, int]] = {}
     top = PAD + (GROUP_GAP_Y - GAP_Y if dag.groups else 0)
+    left = PAD + (GROUP_PAD + 12 if dag.groups else 0)  # room for the outermost group's box
     for n in sorted(nodes, key=key):
         col = depth[n]
         row = rows.get(col, 0)
         rows[col] = row + 1
-        out[n] = (PAD + col * (BOX_W + GAP_X), top + row * (BOX_H + gap))
+        out[n] = (left + col * (BOX_W + GAP_X), top + row * (BOX_H + gap))
     return out
 
 
