@@ -93,6 +93,8 @@ class TaskSpec:
     time_limit: float | None = None
     queue: str | None = None
     priority: int | None = None
+    pool: str | None = None  # a pool (``beatflow pools``) whose slots the task takes while running
+    pool_slots: int = 1
     trigger_rule: str = "all_success"
     dedupe_key: str | Callable[..., str] | None = None
     map_over: str | None = None  # upstream task id whose result list this task is mapped over

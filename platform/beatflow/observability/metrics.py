@@ -151,6 +151,13 @@ class Metrics:
             "Dead letters not replayed yet.",
             registry=r,
         )
+        self.pool_slots = Gauge(
+            "beatflow_pool_slots",
+            "A pool's slots by state: used (held by running task runs), queued (wanted by task "
+            "runs waiting for them), free (slots - used; negative after a shrink).",
+            ["pool", "state"],
+            registry=r,
+        )
         self.sla_misses = Counter(
             "beatflow_sla_misses",
             "DAG runs not finished by logical date + SLA.",

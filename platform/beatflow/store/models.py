@@ -294,6 +294,37 @@ class Notification(Base):
     error: Mapped[str | None] = mapped_column(sa.Text, nullable=True)
 
 
+class Pool(Base):
+    """A named slot limit shared by every worker (migration 0021)."""
+
+    __tablename__ = "pools"
+
+    name: Mapped[str] = mapped_column(sa.String(250), primary_key=True)
+    slots: Mapped[int] = mapped_column(sa.Integer)
+    description: Mapped[str | None] = mapped_column(sa.Text, nullable=True)
+    updated_at: Mapped[datetime]
+
+
+class PoolSlot(Base):
+    """A pooled task run's hold on its pool's slots (``used``: counts while its task run is
+    running under ``lease_token``) or its wait for them (``queued``), migration 0021."""
+
+    __tablename__ = "pool_slots"
+    __table_args__ = (sa.Index(None, "pool", "state"), sa.Index(None, "dag_id", "run_id"))
+
+    dedupe_key: Mapped[str] = mapped_column(sa.String(1000), primary_key=True)
+    pool: Mapped[str] = mapped_column(sa.String(250))
+    slots: Mapped[int] = mapped_column(sa.Integer)
+    state: Mapped[str] = mapped_column(sa.String(20))
+    lease_token: Mapped[str | None] = mapped_column(sa.String(64), nullable=True)
+    dag_id: Mapped[str] = mapped_column(sa.String(250))
+    run_id: Mapped[str] = mapped_column(sa.String(250))
+    task_id: Mapped[str] = mapped_column(sa.String(250))
+    map_index: Mapped[int] = mapped_column(sa.Integer)
+    since: Mapped[datetime]
+    seen_at: Mapped[datetime]
+
+
 dag_runs: sa.Table = DagRun.__table__  # type: ignore[assignment]
 task_runs: sa.Table = TaskRun.__table__  # type: ignore[assignment]
 dead_letters: sa.Table = DeadLetter.__table__  # type: ignore[assignment]
@@ -305,3 +336,5 @@ task_logs: sa.Table = TaskLog.__table__  # type: ignore[assignment]
 map_items: sa.Table = MapItem.__table__  # type: ignore[assignment]
 map_fan_ins: sa.Table = MapFanIn.__table__  # type: ignore[assignment]
 notifications: sa.Table = Notification.__table__  # type: ignore[assignment]
+pools: sa.Table = Pool.__table__  # type: ignore[assignment]
+pool_slots: sa.Table = PoolSlot.__table__  # type: ignore[assignment]

@@ -19,6 +19,7 @@ from beatflow.store.fan_ins import FanInsMixin
 from beatflow.store.hot import HotPathMixin
 from beatflow.store.maintenance import MaintenanceMixin
 from beatflow.store.notifications import NotificationsMixin
+from beatflow.store.pools import PoolsMixin
 from beatflow.store.run_control import RunControlMixin
 from beatflow.store.run_creation import RunCreationMixin
 from beatflow.store.task_logs import TaskLogsMixin
@@ -42,6 +43,7 @@ class Store(
     HotPathMixin,
     FanInsMixin,
     NotificationsMixin,
+    PoolsMixin,
 ):
     """The results database: DAG runs, task runs (claimed by dedupe key), dead letters, pauses.
 
