@@ -22,11 +22,12 @@ from typing import Any, Literal
 import sqlalchemy as sa
 
 from beatflow.errors import StoreError
+from beatflow.store.audit import audit_insert
 from beatflow.store.base import StoreBase
 from beatflow.store.claim_sql import fresh_lease
 from beatflow.store.engine import utcnow
 from beatflow.store.models import is_running, pool_slots, pools, task_runs
-from beatflow.store.records import TASK_RUN_TERMINAL_STATES, TASK_RUNNING, Claim
+from beatflow.store.records import TASK_RUN_TERMINAL_STATES, TASK_RUNNING, AuditNote, Claim
 from beatflow.store.rows import task_run_record
 
 # a queued row counts while its task waited this recently (a wait is retried well within it)
@@ -88,8 +89,16 @@ def _holding() -> sa.ColumnElement[bool]:
 
 
 class PoolsMixin(StoreBase):
-    def set_pool(self, name: str, slots: int, description: str | None = None) -> PoolRecord:
-        """Create pool ``name`` or resize it (and keep its description unless one is given)."""
+    def set_pool(
+        self,
+        name: str,
+        slots: int,
+        description: str | None = None,
+        *,
+        audit: AuditNote | None = None,
+    ) -> PoolRecord:
+        """Create pool ``name`` or resize it (and keep its description unless one is given);
+        ``audit`` is recorded in the same transaction."""
         if slots < 0:
             raise StoreError(f"a pool's slots must be 0 or more, got {slots}")
         now = utcnow()
@@ -98,16 +107,22 @@ class PoolsMixin(StoreBase):
             values["description"] = description
         stmt = self._insert(pools).values(name=name, description=description, slots=slots,
                                           updated_at=now)  # fmt: skip
-        with self._write(f"setting pool {name!r}") as conn:
+        with self._write(f"setting pool {name!r}", transaction=audit is not None) as conn:
             conn.execute(stmt.on_conflict_do_update(index_elements=["name"], set_=values))
+            if audit is not None:
+                conn.execute(audit_insert(audit, None, None, pool=name, slots=slots))
         found = self.get_pool(name)
         assert found is not None
         return found
 
-    def delete_pool(self, name: str) -> bool:
-        """Delete pool ``name``; False if there is none. Tasks of it that have not started fail."""
-        with self._write(f"deleting pool {name!r}") as conn:
-            return conn.execute(sa.delete(pools).where(pools.c.name == name)).rowcount == 1
+    def delete_pool(self, name: str, *, audit: AuditNote | None = None) -> bool:
+        """Delete pool ``name``; False if there is none (nothing recorded). Its tasks that have
+        not started yet fail; the running ones finish."""
+        with self._write(f"deleting pool {name!r}", transaction=True) as conn:
+            deleted = conn.execute(sa.delete(pools).where(pools.c.name == name)).rowcount == 1
+            if deleted and audit is not None:
+                conn.execute(audit_insert(audit, None, None, pool=name))
+            return deleted
 
     def get_pool(self, name: str) -> PoolRecord | None:
         return next((p for p in self.list_pools() if p.name == name), None)
