@@ -69,9 +69,9 @@ def delete(name: str, reason: str, actor: str, as_json: bool) -> None:
         deleted = delete_pool(runtime_or_exit(), name, actor=actor, reason=reason)
     except PoolError as exc:
         raise CliError(str(exc)) from None
-    if as_json:
-        echo_json({"name": name, "deleted": deleted})
     if not deleted:
-        raise CliError(f"no pool {name!r}")
-    if not as_json:
-        click.echo(f"deleted pool {name}")
+        raise CliError(f"no pool {name!r}; see `beatflow pools list`")
+    if as_json:
+        echo_json({"name": name, "deleted": True})
+        return
+    click.echo(f"deleted pool {name}")

@@ -9,7 +9,7 @@ from typing import Any
 
 from beatflow.errors import BeatflowError
 from beatflow.runtime import Runtime
-from beatflow.store.pools import PoolRecord
+from beatflow.store.pools import PoolRecord, PoolWaiter
 from beatflow.store.records import AuditNote
 
 log = logging.getLogger(__name__)
@@ -70,4 +70,14 @@ def pool_json(p: PoolRecord) -> dict[str, Any]:
         "queued": p.queued,
         "free": p.free,
         "updated_at": p.updated_at.isoformat(),
+    }
+
+
+def waiter_json(w: PoolWaiter) -> dict[str, Any]:
+    return {
+        "task_id": w.task_id,
+        "map_index": w.map_index,
+        "pool": w.pool,
+        "slots": w.slots,
+        "since": w.since.isoformat(),
     }

@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from beatflow.observability.metrics import Metrics
+from beatflow.observability.results import ResultsPoller
 from beatflow.runs import trigger_dag
 from beatflow.runtime import runtime_of
 from tests.cluster import Cluster, cluster
@@ -89,6 +91,16 @@ def test_a_pool_shows_used_and_queued_and_resizing_takes_effect(tmp_path, redis_
 
         wait_for(lambda: counts() == (1, 3), timeout=60, message="1 used, 3 queued")
         assert inside(c, "t_held") == 1
+        # the exporter's gauge, as its database poll sets it
+        metrics = Metrics()
+        ResultsPoller(c.store, metrics, dags=dict, default_time_limit=60.0).poll()
+        gauge = {
+            state: metrics.registry.get_sample_value(
+                "beatflow_pool_slots", {"pool": "t_held", "state": state}
+            )
+            for state in ("used", "queued", "free")
+        }
+        assert gauge == {"used": 1.0, "queued": 3.0, "free": 0.0}
         waiting = c.store.pool_waiters("t_pool_held", run_id)
         assert len(waiting) == 3 and {w.pool for w in waiting} == {"t_held"}
         c.store.set_pool("t_held", 3)
