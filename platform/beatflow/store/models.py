@@ -295,7 +295,7 @@ class Notification(Base):
 
 
 class Pool(Base):
-    """A named slot limit shared by every worker (migration 0021)."""
+    """A named slot limit shared by every worker (migration 0022)."""
 
     __tablename__ = "pools"
 
@@ -307,7 +307,7 @@ class Pool(Base):
 
 class PoolSlot(Base):
     """A pooled task run's hold on its pool's slots (``used``: counts while its task run is
-    running under ``lease_token``) or its wait for them (``queued``), migration 0021."""
+    running under ``lease_token``) or its wait for them (``queued``), migration 0022."""
 
     __tablename__ = "pool_slots"
     __table_args__ = (sa.Index(None, "pool", "state"), sa.Index(None, "dag_id", "run_id"))

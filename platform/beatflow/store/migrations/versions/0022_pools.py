@@ -3,8 +3,8 @@ on or wait for its pool's slots (``pool_slots``). A hold counts while its task r
 ``running`` under the hold's lease token: the finish (any end of the row) or a takeover gives
 the slots back in the statement that changes the row.
 
-Revision ID: 0021
-Revises: 0020
+Revision ID: 0022
+Revises: 0021
 Create Date: 2026-12-06
 """
 
@@ -13,8 +13,8 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0021"
-down_revision = "0020"
+revision = "0022"
+down_revision = "0021"
 branch_labels = None
 depends_on = None
 
