@@ -21,6 +21,7 @@ from beatflow.store.maintenance import MaintenanceMixin
 from beatflow.store.notifications import NotificationsMixin
 from beatflow.store.run_control import RunControlMixin
 from beatflow.store.run_creation import RunCreationMixin
+from beatflow.store.sensor_pokes import SensorPokesMixin
 from beatflow.store.task_logs import TaskLogsMixin
 from beatflow.store.task_runs import TaskRunsMixin
 from beatflow.store.task_states import TaskStatesMixin
@@ -42,6 +43,7 @@ class Store(
     HotPathMixin,
     FanInsMixin,
     NotificationsMixin,
+    SensorPokesMixin,
 ):
     """The results database: DAG runs, task runs (claimed by dedupe key), dead letters, pauses.
 
