@@ -24,7 +24,7 @@ with DAG("t_sensor_file"):
     after(FileSensor(path=str(MARKS / "ready-{run_id}*"), poke_interval=0.3, timeout=120))
 
 
-@task.sensor(poke_interval=0.5, timeout=300)
+@task.sensor(poke_interval=1.0, timeout=300)
 def counted(ctx):
     mark(f"poke-{ctx.run_id}")
     ready = MARKS / f"ready-{ctx.run_id}"
@@ -116,3 +116,13 @@ with DAG("t_sensor_http", params={"url": "http://127.0.0.1:9/"}):
             timeout=120,
         )
     )
+
+
+@task.sensor(poke_interval=12, timeout=300)
+def slow(ctx):
+    mark(f"poke-{ctx.run_id}")
+    return (MARKS / f"ready-{ctx.run_id}").exists()
+
+
+with DAG("t_sensor_slow"):
+    after(slow())
