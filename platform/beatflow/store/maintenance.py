@@ -25,6 +25,7 @@ from beatflow.store.models import (
 )
 from beatflow.store.records import DAG_RUN_FINISHED_STATES, AuditNote
 
+
 class MaintenanceMixin(StoreBase):
     def set_paused(self, dag_id: str, paused: bool, *, audit: AuditNote | None = None) -> None:
         """Pause or unpause a DAG; the switch survives restarts. ``audit``: the operator's

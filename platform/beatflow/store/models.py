@@ -292,6 +292,8 @@ class Notification(Base):
     ended_at: Mapped[datetime | None]
     tries: Mapped[int] = mapped_column(sa.Integer, server_default="0")
     error: Mapped[str | None] = mapped_column(sa.Text, nullable=True)
+
+
 class SensorPoke(Base):
     """A sensor task run's pokes in reschedule mode (migration 0022), kept across its pokes:
     which try they belong to (a retry starts the count and the timeout afresh), how many were
