@@ -122,7 +122,8 @@ class Metrics:
         )
         self.task_runs = Counter(
             "beatflow_task_runs",
-            "Task run outcomes (success, up_for_retry, failed, skipped, upstream_failed).",
+            "Task run outcomes (success, up_for_retry, up_for_reschedule, failed, skipped, "
+            "upstream_failed).",
             ["dag", "task", "state"],
             registry=r,
         )

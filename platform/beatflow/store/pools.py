@@ -1,4 +1,4 @@
-"""Pools (migration 0022): named slot limits that hold across every worker exactly.
+"""Pools (migration 0023): named slot limits that hold across every worker exactly.
 
 A pooled task run claims its dedupe key and its pool's slots in one transaction: the pool's
 row is locked first (a row lock on PostgreSQL; SQLite's write transaction holds the database's

@@ -22,6 +22,7 @@ from beatflow.store.notifications import NotificationsMixin
 from beatflow.store.pools import PoolsMixin
 from beatflow.store.run_control import RunControlMixin
 from beatflow.store.run_creation import RunCreationMixin
+from beatflow.store.sensor_pokes import SensorPokesMixin
 from beatflow.store.task_logs import TaskLogsMixin
 from beatflow.store.task_runs import TaskRunsMixin
 from beatflow.store.task_states import TaskStatesMixin
@@ -43,6 +44,7 @@ class Store(
     HotPathMixin,
     FanInsMixin,
     NotificationsMixin,
+    SensorPokesMixin,
     PoolsMixin,
 ):
     """The results database: DAG runs, task runs (claimed by dedupe key), dead letters, pauses.

@@ -26,7 +26,7 @@ from beatflow.ids import check_run_id
 from beatflow.logs import correlation
 from beatflow.notify import callbacks
 from beatflow.states import DAG_RUN_FINAL
-from beatflow.worker import claim, mapping, pools
+from beatflow.worker import claim, mapping, pools, sensor
 from beatflow.worker.attempt import Attempt, execute
 from beatflow.worker.closing import Closing, close_here
 from beatflow.worker.letters import fail_unrun, record_final_failure
@@ -91,7 +91,7 @@ def run_task(
     if decision.action is Action.EXPAND:
         mapping.expand(attempt)
         return None
-    result = execute(attempt, read.rows)
+    result = execute(attempt, read.rows, sensor.poke if spec.sensor is not None else None)
     return result if closing is None else closing.note_own(got.record, result)
 
 

@@ -3,8 +3,8 @@ on or wait for its pool's slots (``pool_slots``). A hold counts while its task r
 ``running`` under the hold's lease token: the finish (any end of the row) or a takeover gives
 the slots back in the statement that changes the row.
 
-Revision ID: 0022
-Revises: 0021
+Revision ID: 0023
+Revises: 0022
 Create Date: 2026-12-06
 """
 
@@ -13,8 +13,8 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0022"
-down_revision = "0021"
+revision = "0023"
+down_revision = "0022"
 branch_labels = None
 depends_on = None
 
