@@ -15,17 +15,24 @@ __all__ = [
     "DAG",
     "Asset",
     "BeatflowError",
+    "ExternalRun",
+    "FileSensor",
+    "HttpSensor",
     "Idempotent",
     "Notifier",
     "Param",
+    "PokeResult",
     "Settings",
     "Skip",
+    "SqlSensor",
     "SmtpNotifier",
     "WebhookNotifier",
+    "TaskGroup",
     "__version__",
     "context",
     "init_app",
     "task",
+    "task_group",
     "task_value",
 ]
 
@@ -45,6 +52,10 @@ def __getattr__(name: str) -> Any:
         from beatflow.dag import flow
 
         return getattr(flow, name)
+    if name in ("FileSensor", "SqlSensor", "HttpSensor", "ExternalRun", "PokeResult"):
+        from beatflow import sensors  # built-in sensors, and what a poke may return
+
+        return getattr(sensors, name)
     if name in ("DAG", "context", "Param"):
         from beatflow.dag import authoring
 
@@ -61,6 +72,10 @@ def __getattr__(name: str) -> Any:
         from beatflow.dag.assets import Asset
 
         return Asset
+    if name in ("TaskGroup", "task_group"):
+        from beatflow.dag import groups
+
+        return getattr(groups, name)
     if name == "Idempotent":  # base class for plain Celery tasks with a durable dedupe key
         from beatflow.plain import Idempotent
 

@@ -34,7 +34,7 @@ BeatflowError
 from __future__ import annotations
 
 import difflib
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 
 class BeatflowError(Exception):
@@ -95,9 +95,12 @@ class DagNotFoundError(BeatflowError):
 class ConfError(BeatflowError):
     """Raised when a trigger's conf does not match the DAG's declared params."""
 
-    def __init__(self, dag_id: str, problems: Sequence[str]) -> None:
+    def __init__(
+        self, dag_id: str, problems: Sequence[str], fields: Mapping[str, str] | None = None
+    ) -> None:
         self.dag_id = dag_id
         self.problems = list(problems)
+        self.fields = dict(fields or {})  # param name -> why its value is refused
         super().__init__(f'bad conf for DAG "{dag_id}": ' + "; ".join(self.problems))
 
 

@@ -12,6 +12,9 @@ MAX_ID_LENGTH = 200
 # Celery task name) splits one way only; no '/', so `<dag_id>/<run_id>/<task_id>` (the default
 # dedupe key) does too.
 _NAME_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_\-]*")
+# A task id may also be dotted: a task group prefixes its tasks' ids (``extract.load``). The
+# Celery name still splits one way: at the first '.', the end of the DAG id.
+_TASK_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_\-]*(?:\.[A-Za-z0-9_][A-Za-z0-9_\-]*)*")
 # A run id may also carry a timestamp: ':', '+' and '.' (``manual__2026-11-30T20:47:05+00:00``).
 _RUN_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_\-.:+]*")
 RESERVED_RUN_PREFIXES = ("scheduled__", "catchup__", "backfill__")
@@ -23,7 +26,7 @@ def split_task_name(name: str) -> tuple[str, str] | None:
     dag_id, dot, task_id = name.partition(".")
     if not dot or len(name) > 2 * MAX_ID_LENGTH + 1:
         return None
-    if not (_NAME_RE.fullmatch(dag_id) and _NAME_RE.fullmatch(task_id)):
+    if not (_NAME_RE.fullmatch(dag_id) and _TASK_RE.fullmatch(task_id)):
         return None
     return dag_id, task_id
 
@@ -45,7 +48,9 @@ def check_dag_id(value: object) -> str:
 
 def check_task_id(value: object) -> str:
     """Return ``value`` if it is a valid task id; raise InvalidIdError saying why not."""
-    return _check("task id", value, _NAME_RE, "ASCII letters, digits, '_' and '-'")
+    return _check(
+        "task id", value, _TASK_RE, "ASCII letters, digits, '_' and '-' (and '.' between parts)"
+    )
 
 
 def check_run_id(value: object, *, manual: bool = False) -> str:

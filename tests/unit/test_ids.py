@@ -45,7 +45,6 @@ def test_letters_digits_underscore_and_dash_are_always_accepted(first: str, rest
     [
         "",
         "a" * 201,
-        "a.b",
         "a/b",
         "../etc",
         "é",
@@ -63,6 +62,16 @@ def test_unsafe_dag_and_task_ids_are_refused(value: str) -> None:
         ids.check_dag_id(value)
     with pytest.raises(InvalidIdError):
         ids.check_task_id(value)
+
+
+def test_a_task_id_may_be_dotted_by_its_groups_but_a_dag_id_may_not() -> None:
+    assert ids.check_task_id("etl.extract.load") == "etl.extract.load"
+    assert ids.split_task_name("etl.extract.load") == ("etl", "extract.load")
+    with pytest.raises(InvalidIdError):
+        ids.check_dag_id("a.b")
+    for bad in ("a..b", ".a", "a.", "a.-b"):
+        with pytest.raises(InvalidIdError):
+            ids.check_task_id(bad)
 
 
 def test_run_ids_keep_the_timestamps_the_beat_makes_but_not_its_prefixes_when_manual() -> None:

@@ -250,6 +250,38 @@ def test_bad_conf_and_bodies_are_refused_with_every_problem_and_nothing_enqueued
         assert c.get("/api/v1/dags/web_etl/runs").json()["runs"] == before
 
 
+def test_a_conf_out_of_a_params_schema_is_a_400_naming_each_param_and_why(
+    web: WebServer,
+) -> None:
+    with web.client() as c:
+        url = "/api/v1/dags/web_groups/runs"
+        before = c.get(url).json()["runs"]
+        r = c.post(url, json={"conf": {"batch": 500, "region": "asia", "day": "2026-12-06"}})
+        assert r.status_code == 400
+        assert r.json()["fields"] == {
+            "batch": "must be at most 100, got 500",
+            "region": "must be one of 'eu', 'us', got 'asia'",
+        }
+        assert '"batch" must be at most 100, got 500' in r.json()["problems"]
+        assert c.get(url).json()["runs"] == before  # nothing enqueued
+        detail = c.get("/api/v1/dags/web_groups").json()
+        batch = next(p for p in detail["params"] if p["name"] == "batch")
+        assert batch["schema"] == {
+            "type": "integer",
+            "minimum": 1,
+            "maximum": 100,
+            "title": "Batch size",
+            "description": "rows",
+        }
+        assert {"group_id": "extract", "parent": None, "tooltip": "",
+                "tasks": ["extract.pull", "extract.clean"]} in detail["groups"]  # fmt: skip
+        grid = c.get("/api/v1/dags/web_groups/grid").json()
+        assert [(r["kind"], r["id"]) for r in grid["rows"]][:2] == [
+            ("group", "extract"),
+            ("task", "extract.pull"),
+        ]
+
+
 def test_oversized_bodies_are_refused_before_they_are_read(web: WebServer) -> None:
     big = b'{"conf": {"rows": 1}, "pad": "' + b"x" * 100_000 + b'"}'
     with web.client() as c:

@@ -10,6 +10,7 @@ import re
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 from urllib.parse import unquote
 
 import httpx
@@ -74,10 +75,18 @@ def wait_state(page: object, state: str) -> None:
     page.wait_for_selector(f"#run-state .state-{state}", timeout=WAIT_MS)  # type: ignore[attr-defined]
 
 
+def open_raw_conf(page: object) -> None:
+    """A DAG with params shows a form of fields; its raw JSON conf is one click away."""
+    raw = page.locator("details.raw-conf:not([open]) summary")  # type: ignore[attr-defined]
+    if raw.count():
+        raw.click()
+
+
 def trigger_from_page(page: object, web: WebServer, dag_id: str, conf: str) -> None:
     page.goto(f"{web.url}/dags/{dag_id}")  # type: ignore[attr-defined]
+    open_raw_conf(page)
     page.fill("textarea[name=conf]", conf)  # type: ignore[attr-defined]
-    page.click("text=Trigger run")  # type: ignore[attr-defined]
+    page.click("form.raw >> text=Trigger run")  # type: ignore[attr-defined]
     page.wait_for_selector("#run-state")  # type: ignore[attr-defined]
 
 
@@ -90,11 +99,12 @@ def test_the_dag_list_graph_grid_and_a_run_triggered_with_conf(
     assert "dags/broken_web.py:3" in broken and str(Path.cwd().resolve()) not in broken
     shot(page, tmp_path, "dags")
     page.click("text=web_etl")  # type: ignore[attr-defined]
+    open_raw_conf(page)
     page.fill("textarea[name=conf]", '{"rows": "five"}')  # type: ignore[attr-defined]
-    page.click("text=Trigger run")  # type: ignore[attr-defined]
+    page.click("form.raw >> text=Trigger run")  # type: ignore[attr-defined]
     assert '"rows" must be int' in page.inner_text("ul.error")  # type: ignore[attr-defined]
     page.fill("textarea[name=conf]", '{"rows": 5}')  # type: ignore[attr-defined]
-    page.click("text=Trigger run")  # type: ignore[attr-defined]
+    page.click("form.raw >> text=Trigger run")  # type: ignore[attr-defined]
     wait_state(page, "success")  # live updates, then a reload when it ends
     assert '"rows": 5' in page.inner_text("dl.facts")  # type: ignore[attr-defined]
     assert page.locator("#task-rows .state-success").count() == 3  # type: ignore[attr-defined]
@@ -232,7 +242,7 @@ def test_errors_are_html_pages_with_the_way_back_and_the_api_keeps_json(
     assert response.status == 405 and "text/html" in response.headers["content-type"]
     shot(page, tmp_path, "error-405")
     page.click(".way-back a:text-is('DAG web_etl')")  # type: ignore[attr-defined]
-    page.wait_for_selector("textarea[name=conf]")  # type: ignore[attr-defined]
+    page.wait_for_selector("form.params")  # type: ignore[attr-defined]
     # a verb from a second tab that no longer applies: 409, with the way back to the run
     with web.client() as c:
         run = c.post("/api/v1/dags/web_etl/runs", json={}).json()
@@ -263,8 +273,9 @@ def test_errors_are_html_pages_with_the_way_back_and_the_api_keeps_json(
 
 def trigger_from_page_error(page: object, web: WebServer) -> None:
     page.goto(f"{web.url}/dags/web_etl")  # type: ignore[attr-defined]
+    open_raw_conf(page)
     page.fill("textarea[name=conf]", '{"rows": "five"}')  # type: ignore[attr-defined]
-    page.click("text=Trigger run")  # type: ignore[attr-defined]
+    page.click("form.raw >> text=Trigger run")  # type: ignore[attr-defined]
     assert '"rows" must be int' in page.inner_text("ul.error")  # type: ignore[attr-defined]
 
 
@@ -403,3 +414,64 @@ def test_skipped_tasks_are_shown_as_skipped_with_their_reason(
     page.goto(f"{web.url}/dags/web_branch/runs/{run['run_id']}/tasks/nothing_to_do")  # type: ignore[attr-defined]
     assert page.inner_text("#task-skip-reason") == "nothing to do today"  # type: ignore[attr-defined]
     assert page.locator("#task-error").count() == 0  # type: ignore[attr-defined]
+
+
+def test_the_trigger_form_built_from_params_checks_each_field_and_keeps_the_input(
+    page: object, web: WebServer, tmp_path: Path
+) -> None:
+    pg: Any = page
+    pg.goto(f"{web.url}/dags/web_groups")
+    batch = "form.params input[name='param.batch']"
+    assert pg.input_value(batch) == "10"  # the default, filled in
+    assert pg.input_value("form.params select[name='param.region']") == '"eu"'
+    assert "rows" in pg.inner_text(".field[data-param=batch] .help")
+    # the browser refuses a value out of bounds, next to the field, and posts nothing
+    pg.fill(batch, "500")
+    pg.click("form.params >> text=Trigger run")
+    assert pg.inner_text(".field[data-param=batch] .field-error").strip() != ""
+    assert pg.url.endswith("/dags/web_groups")
+    # the server checks again (a client that skips the browser's checks): errors by the field
+    pg.eval_on_selector("form.params", "f => { f.noValidate = true; }")
+    pg.fill("form.params input[name='param.day']", "yesterday")
+    pg.click("form.params >> text=Trigger run")
+    assert "must be at most 100, got 500" in pg.inner_text(".field[data-param=batch] .field-error")
+    assert "must match the pattern" in pg.inner_text(".field[data-param=day] .field-error")
+    assert pg.input_value(batch) == "500"  # the input is kept
+    assert pg.input_value("form.params input[name='param.day']") == "yesterday"
+    assert pg.inner_text(".field[data-param=region] .field-error").strip() == ""
+    shot(page, tmp_path, "params-form-errors")
+    pg.fill(batch, "20")
+    pg.fill("form.params input[name='param.day']", "2026-12-06")
+    pg.select_option("form.params select[name='param.region']", '"us"')
+    pg.check("form.params input[name='param.dry_run']")
+    pg.click("form.params >> text=Trigger run")
+    wait_state(page, "success")
+    facts = pg.inner_text("dl.facts")
+    assert '"batch": 20' in facts and '"region": "us"' in facts and '"dry_run": true' in facts
+
+
+def test_task_groups_fold_into_one_node_in_the_graph_and_head_their_rows_in_the_grid(
+    page: object, web: WebServer, tmp_path: Path
+) -> None:
+    pg: Any = page
+    trigger_from_page(page, web, "web_groups", "{}")
+    wait_state(page, "success")
+    pg.goto(f"{web.url}/dags/web_groups")
+    assert pg.locator("svg.graph g.group[data-group=extract]").count() == 1
+    assert pg.locator("svg.graph g.node[data-task='extract.pull']").count() == 1
+    assert pg.locator("table.grid tr.group-row[data-group=extract]").count() == 1
+    grid = [
+        pg.inner_text(f"table.grid tr[data-task='{t}'] th") for t in ("extract.pull", "load.write")
+    ]
+    assert grid == ["pull", "write"]
+    pg.click("svg.graph g.group[data-group=extract] a.group-toggle")
+    pg.wait_for_selector("svg.graph g.group-node[data-group=extract]")
+    assert pg.locator("svg.graph g.node[data-task='extract.pull']").count() == 0
+    assert pg.locator("svg.graph g.group-node.state-success[data-group=extract]").count() == 1
+    assert pg.locator("svg.graph g.node[data-task='load.write']").count() == 1
+    shot(page, tmp_path, "group-collapsed")
+    pg.click("svg.graph g.group-node[data-group=extract]")  # open it again
+    pg.wait_for_selector("svg.graph g.node[data-task='extract.pull']")
+    pg.click("#collapse-all")
+    pg.wait_for_selector("svg.graph g.group-node[data-group=load]")
+    assert pg.locator("svg.graph g.node").count() == 2

@@ -13,7 +13,7 @@ from datetime import datetime, timedelta
 from typing import Any, overload
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from beatflow.dag import model
+from beatflow.dag import groups, model
 from beatflow.dag.assets import asset_condition, is_asset_schedule, outlet_names
 from beatflow.dag.model import Param, Ref, RetryPolicy, TaskSpec
 from beatflow.dag.schedule import Schedule
@@ -199,6 +199,8 @@ _TASK_OPTIONS = {
     "time_limit",
     "queue",
     "priority",
+    "pool",
+    "pool_slots",
     "trigger_rule",
     "dedupe_key",
     "on_retry",
@@ -215,24 +217,21 @@ class TaskRef:
     dag: model.DAG
     task_id: str
 
-    def __rshift__(self, other: TaskRef | list[TaskRef]) -> TaskRef | list[TaskRef]:
-        for ref in other if isinstance(other, list) else [other]:
-            ref.dag.tasks[ref.task_id].order_upstream.add(self.task_id)
+    # the other side may also be a task group (its roots or leaves) or a list (dag/groups.py)
+    def __rshift__(self, other: Any) -> Any:
+        groups.link(self.dag, [self.task_id], groups.heads(other))
         return other
 
-    def __rrshift__(self, other: list[TaskRef]) -> TaskRef:
-        for ref in other:
-            self.dag.tasks[self.task_id].order_upstream.add(ref.task_id)
+    def __rrshift__(self, other: Any) -> TaskRef:
+        groups.link(self.dag, groups.tails(other), [self.task_id])
         return self
 
-    def __lshift__(self, other: TaskRef | list[TaskRef]) -> TaskRef | list[TaskRef]:
-        for ref in other if isinstance(other, list) else [other]:
-            self.dag.tasks[self.task_id].order_upstream.add(ref.task_id)
+    def __lshift__(self, other: Any) -> Any:
+        groups.link(self.dag, groups.tails(other), [self.task_id])
         return other
 
-    def __rlshift__(self, other: list[TaskRef]) -> TaskRef:
-        for ref in other:
-            ref.dag.tasks[ref.task_id].order_upstream.add(self.task_id)
+    def __rlshift__(self, other: Any) -> TaskRef:
+        groups.link(self.dag, [self.task_id], groups.heads(other))
         return self
 
 
@@ -290,8 +289,10 @@ class Task:
         self, dag: model.DAG, args: tuple[Any, ...], kwargs: dict[str, Any], map_over: str | None
     ) -> TaskRef:
         file, line = _caller()
-        opts = {**dag.defaults, **self.options}
-        task_id = opts.get("task_id") or self._free_id(dag, self.fn.__name__)
+        opts = {**groups.task_defaults(dag), **self.options}
+        group = groups.current(dag)  # a group prefixes the id: extract.load
+        task_id = groups.qualify(group, opts["task_id"]) if opts.get("task_id") else None
+        task_id = task_id or self._free_id(dag, groups.qualify(group, self.fn.__name__))
         try:
             check_task_id(task_id)
         except InvalidIdError as exc:
@@ -322,6 +323,8 @@ class Task:
             time_limit=_opt_seconds(opts.get("time_limit")),
             queue=opts.get("queue"),
             priority=opts.get("priority"),
+            pool=opts.get("pool"),
+            pool_slots=opts.get("pool_slots", 1),
             trigger_rule=opts.get("trigger_rule", "all_success"),
             dedupe_key=opts.get("dedupe_key"),
             map_over=map_over,
@@ -333,6 +336,7 @@ class Task:
             outlets=outlet_names(opts.get("outlets")),
         )
         dag.add_task(spec)
+        groups.add_member(dag, task_id)
         return TaskRef(dag, task_id)
 
     @staticmethod
@@ -380,6 +384,11 @@ def _option_problems(opts: Mapping[str, Any]) -> list[str]:
         outlet_names(opts.get("outlets"))
     except ValueError as exc:
         problems.append(str(exc))
+    pool, slots = opts.get("pool"), opts.get("pool_slots", 1)
+    if pool is not None and (not isinstance(pool, str) or not _QUEUE_RE.fullmatch(pool)):
+        problems.append(f"pool must be letters, digits, '_', '.' and '-', got {pool!r:.40}")
+    if not isinstance(slots, int) or isinstance(slots, bool) or slots < 1:
+        problems.append(f"pool_slots must be an integer of 1 or more, got {slots!r:.40}")
     return problems
 
 

@@ -10,12 +10,19 @@ import inspect
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from zoneinfo import ZoneInfo
 
 from beatflow.dag import graph
+from beatflow.dag import params as params_mod
+from beatflow.dag.params import Param, param_from
 from beatflow.dag.schedule import Schedule
-from beatflow.errors import ConfError, DagDefinitionError
+from beatflow.errors import DagDefinitionError
+
+__all__ = ["DAG", "Param", "Ref", "RetryPolicy", "TaskSpec", "param_from"]
+
+if TYPE_CHECKING:
+    from beatflow.dag.sensors import SensorSpec
 
 TRIGGER_RULES = (
     "all_success",
@@ -58,20 +65,6 @@ class Ref:
 
 
 @dataclass(frozen=True, slots=True)
-class Param:
-    """A declared DAG parameter: the type a trigger's conf value must have, and its default."""
-
-    default: Any = None
-    type: type | tuple[type, ...] | None = None
-    required: bool = False
-    description: str = ""
-
-    def type_name(self) -> str:
-        types = self.type if isinstance(self.type, tuple) else (self.type,)
-        return " or ".join(t.__name__ for t in types if t is not None) or "any"
-
-
-@dataclass(frozen=True, slots=True)
 class RetryPolicy:
     """Retries with exponential backoff, a cap and (full) jitter."""
 
@@ -103,10 +96,13 @@ class TaskSpec:
     time_limit: float | None = None
     queue: str | None = None
     priority: int | None = None
+    pool: str | None = None  # a pool (``beatflow pools``) whose slots the task takes while running
+    pool_slots: int = 1
     trigger_rule: str = "all_success"
     dedupe_key: str | Callable[..., str] | None = None
     map_over: str | None = None  # upstream task id whose result list this task is mapped over
     control: str | None = None  # a branch or short-circuit task (dag/flow.py): its result decides
+    sensor: SensorSpec | None = None  # a sensor's options (dag/sensors.py): its function pokes
     order_upstream: set[str] = field(default_factory=set)
     # deprecated (on_retry_callback, on_failure_callback): called as fn(dag_id=, run_id=,
     # task_id=, error=) after a failed try that will be retried, and after the last try failed
@@ -202,6 +198,7 @@ class DAG:
     defaults: dict[str, Any] = field(default_factory=dict)  # default_args for its tasks
     tasks: dict[str, TaskSpec] = field(default_factory=dict)
     asset_schedule: Any = None  # a dag.assets condition: runs when its assets are updated
+    groups: dict[str, Any] = field(default_factory=dict)  # task groups: dag/groups.py GroupSpec
     plan_cache: Any = field(default=None, repr=False, compare=False)  # set by dag.compile
 
     # ------------------------------------------------------------------ building
@@ -294,56 +291,7 @@ class DAG:
     def resolve_conf(self, conf: Mapping[str, Any] | None) -> dict[str, Any]:
         """Check a trigger's conf against the declared params; return conf with defaults filled.
 
-        Raises ConfError listing every problem (unknown key, wrong type, missing value).
+        Raises ConfError listing every problem (unknown key, wrong type, out of range, missing
+        value), its ``fields`` naming each refused param.
         """
-        if conf is not None and not isinstance(conf, Mapping):
-            raise ConfError(self.dag_id, [f"conf must be a JSON object, got {type(conf).__name__}"])
-        given = dict(conf or {})
-        problems: list[str] = []
-        for key in sorted(set(given) - set(self.params)):
-            close = difflib.get_close_matches(key, list(self.params), n=1)
-            hint = f' (did you mean "{close[0]}"?)' if close else ""
-            known = ", ".join(sorted(self.params)) or "none"
-            name = key if len(key) <= 60 else f"{key[:60]}..."
-            problems.append(f'unknown key "{name}"{hint}; declared params: {known}')
-        out: dict[str, Any] = {}
-        for name, param in self.params.items():
-            if name in given:
-                value = given[name]
-                if param.type is not None and not _is_instance(value, param.type):
-                    problems.append(
-                        f'"{name}" must be {param.type_name()}, got {type(value).__name__} '
-                        f"{_shown(value)}"
-                    )
-                out[name] = value
-            elif param.required:
-                problems.append(f'"{name}" is required ({param.type_name()})')
-            else:
-                out[name] = param.default
-        if problems:
-            raise ConfError(self.dag_id, problems)
-        return out
-
-
-def _shown(value: Any, limit: int = 60) -> str:
-    """A value as an error message shows it: its repr, cut to ``limit`` characters."""
-    text = repr(value)
-    return text if len(text) <= limit else f"{text[:limit]}... ({len(text)} characters)"
-
-
-def _is_instance(value: Any, expected: type | tuple[type, ...]) -> bool:
-    types = expected if isinstance(expected, tuple) else (expected,)
-    if isinstance(value, bool) and bool not in types:
-        return False  # JSON true is not an int
-    if isinstance(value, int) and float in types:
-        return True
-    return isinstance(value, types)
-
-
-def param_from(value: Any) -> Param:
-    """A Param from a params={} entry: a Param as is, else a default whose type is inferred."""
-    if isinstance(value, Param):
-        return value
-    if value is None:
-        return Param(default=None)
-    return Param(default=value, type=type(value))
+        return params_mod.resolve(self.dag_id, self.params, conf)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from beatflow.dag import groups
 from beatflow.dag.assets import schedule_text
 from beatflow.dag.model import DAG
 from beatflow.dag.plan import Leaf, Node, Parallel, Plan, build_plan
@@ -76,8 +77,20 @@ def render_text(dag: DAG, plan: Plan | None = None) -> str:
 
 def render_mermaid(dag: DAG) -> str:
     lines = ["flowchart LR"]
-    for tid in dag.tasks:
-        lines.append(f'    {_ident(tid)}["{tid}"]')
+    open_groups = 0  # a task group is a subgraph around its tasks
+    for kind, ident, depth in groups.tree_order(dag, dag.tasks):
+        while open_groups > depth:
+            open_groups -= 1
+            lines.append(f"{'    ' * (open_groups + 1)}end")
+        pad = "    " * (depth + 1)
+        if kind == "group":
+            lines.append(f'{pad}subgraph {_ident("group." + ident)}["{ident}"]')
+            open_groups += 1
+        else:
+            lines.append(f'{pad}{_ident(ident)}["{ident}"]')
+    while open_groups:
+        open_groups -= 1
+        lines.append(f"{'    ' * (open_groups + 1)}end")
     for tid, spec in dag.tasks.items():
         for up in sorted(spec.upstream):
             arrow = "-->" if up in spec.data_upstream else "-.->"

@@ -26,6 +26,8 @@ PRESETS = {
 
 
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+# After the one tick of "@once": a next tick that never comes (callers compare, never fire it)
+NEVER = datetime(9999, 1, 1, tzinfo=UTC)
 CRON_FIELDS = (("minute", 0, 59), ("hour", 0, 23), ("day-of-month", 1, 31), ("month", 1, 12),
                ("day-of-week", 0, 7))  # fmt: skip
 
@@ -56,12 +58,14 @@ def cron_problem(expr: str) -> str:
 
 @dataclass(frozen=True, slots=True)
 class Schedule:
-    """A cron expression in a time zone, or a fixed interval anchored at ``anchor``."""
+    """A cron expression in a time zone, a fixed interval anchored at ``anchor``, or ``@once``:
+    one tick, at ``anchor`` (the DAG's start_date)."""
 
     cron: str | None = None
     interval: timedelta | None = None
     timezone: ZoneInfo = ZoneInfo("UTC")
     anchor: datetime = EPOCH
+    once: bool = False
 
     @classmethod
     def parse(
@@ -77,14 +81,24 @@ class Schedule:
                 f"schedule must be a cron string, a preset like @daily, a timedelta or None; "
                 f"got {type(value).__name__}"
             )
+        if value.strip() == "@once":
+            if anchor is None:
+                raise ValueError(
+                    "schedule '@once' needs a start_date: its one run's logical date "
+                    "(the run fires when the beat first sees the DAG at or after it)"
+                )
+            return cls(once=True, timezone=timezone, anchor=anchor)
         expr = PRESETS.get(value.strip(), value.strip())
         if expr.startswith("@"):
-            raise ValueError(f"unknown preset {value!r}; known: {', '.join(sorted(PRESETS))}")
+            known = ", ".join(sorted([*PRESETS, "@once"]))
+            raise ValueError(f"unknown preset {value!r}; known: {known}")
         if len(expr.split()) != 5 or not croniter.is_valid(expr):
             raise ValueError(f"invalid cron expression {value!r}: {cron_problem(expr)}")
         return cls(cron=expr, timezone=timezone)
 
     def describe(self) -> str:
+        if self.once:
+            return f"once at {self.anchor.isoformat()}"
         if self.interval is not None:
             return f"every {self.interval}"
         return f"{self.cron} ({self.timezone.key})"
@@ -92,6 +106,8 @@ class Schedule:
     def next_after(self, instant: datetime) -> datetime:
         """The first tick strictly after ``instant`` (aware), as an aware UTC datetime."""
         instant = instant.astimezone(UTC)
+        if self.once:
+            return self.anchor if self.anchor > instant else NEVER
         if self.interval is not None:
             step = self.interval.total_seconds()
             elapsed = (instant - self.anchor).total_seconds()
@@ -114,6 +130,8 @@ class Schedule:
     def prev_at_or_before(self, instant: datetime) -> datetime | None:
         """The latest tick at or before ``instant``, or None before the anchor."""
         instant = instant.astimezone(UTC)
+        if self.once:
+            return self.anchor if self.anchor <= instant else None
         if self.interval is not None:
             elapsed = (instant - self.anchor).total_seconds()
             if elapsed < 0:
@@ -141,7 +159,7 @@ class Schedule:
     def ticks(self, after: datetime, until: datetime) -> Iterator[datetime]:
         """Ticks in ``(after, until]``, oldest first."""
         tick = self.next_after(after)
-        while tick <= until:
+        while tick <= until and tick != NEVER:
             yield tick
             tick = self.next_after(tick)
 

@@ -67,6 +67,7 @@ class EventHandler:
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.metrics = metrics
+        self._grouped: dict[str, set[str]] = {}  # dag_id -> its dotted (grouped) task ids
         self.default_queue = default_queue
         self.worker_timeout = worker_timeout
         self.max_tracked_tasks = max_tracked_tasks
@@ -82,6 +83,9 @@ class EventHandler:
         """Create the zero series of every DAG's counters, so the first increase is visible."""
         m = self.metrics
         for dag_id, task_ids in dags:
+            task_ids = list(task_ids)
+            # a task group's dotted ids: "proj.tasks.add" is a plain task unless a DAG has it
+            self._grouped[dag_id] = {t for t in task_ids if "." in t}
             for run_state in ZERO_DAG_RUN_STATES:
                 m.dag_runs.labels(dag=dag_id, state=run_state)
             m.sla_misses.labels(dag=dag_id)
@@ -154,6 +158,8 @@ class EventHandler:
         if parsed is None or node is None:
             return
         dag, task = node
+        if "." in task and task not in self._grouped.get(dag, ()):
+            return  # a plain task's package.module.function, not a grouped DAG task
         if parsed.duplicate:
             self.metrics.duplicate_deliveries.labels(dag=dag, task=task).inc()
         else:

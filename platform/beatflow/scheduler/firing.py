@@ -15,6 +15,7 @@ from datetime import datetime, timedelta
 import redis
 
 from beatflow import keys
+from beatflow.dag.schedule import NEVER
 from beatflow.scheduler.creation import CHUNK, Create, CreateMany, create_runs
 from beatflow.scheduler.plan import Fire, ScheduleSpec, plan_fires
 from beatflow.times import parse_instant
@@ -107,13 +108,18 @@ class Dispatcher:
                 if dag_id in self._paused:
                     # catchup=True holds the watermark (the paused ticks run on unpause);
                     # catchup=False skips them: the watermark follows the clock
-                    skip = None if spec.catchup else spec.schedule.prev_at_or_before(now)
+                    # (an @once DAG keeps its one tick: it fires once unpaused)
+                    keep = spec.catchup or spec.schedule.once
+                    skip = None if keep else spec.schedule.prev_at_or_before(now)
                     wm = (
                         ""
                         if skip is None or (watermark and skip <= watermark)
                         else skip.isoformat()
                     )
-                    updates[dag_id] = (wm, str(spec.schedule.next_after(now).timestamp()))
+                    nxt = spec.schedule.next_after(now)
+                    if spec.schedule.once and nxt == NEVER:  # look again soon: it may unpause
+                        nxt = now + timedelta(seconds=5)
+                    updates[dag_id] = (wm, str(nxt.timestamp()))
                     continue
                 plan = plan_fires(
                     spec,

@@ -89,6 +89,8 @@ def plan_fires(
     - At most ``limit`` fires, oldest first; the rest stay due for the next call.
     """
     sched = spec.schedule
+    if sched.once:
+        return _plan_once(spec, watermark, now)
     horizon = now if spec.end_date is None else min(now, spec.end_date)
     latest = sched.prev_at_or_before(horizon)
     if latest is not None and spec.start_date is not None and latest < spec.start_date:
@@ -112,6 +114,18 @@ def plan_fires(
     new_watermark = candidates[-1] if truncated else latest
     next_due = now if truncated else _next_due(spec, new_watermark, now)
     return Plan(fires, new_watermark, next_due)
+
+
+def _plan_once(spec: ScheduleSpec, watermark: datetime | None, now: datetime) -> Plan:
+    """``@once``: its one tick (the start_date) fires when due, whatever ``catchup`` and the
+    catch-up window say, unless a scheduled run already exists (the watermark, or the store's
+    latest scheduled run when the watermark is lost); then the entry leaves the index."""
+    tick = spec.schedule.anchor
+    if watermark is not None and watermark >= tick:
+        return Plan([], watermark, None)
+    if (spec.end_date is not None and tick > spec.end_date) or tick > now:
+        return Plan([], watermark, None if spec.end_date and tick > spec.end_date else tick)
+    return Plan([Fire(tick, "scheduled")], tick, None)
 
 
 def _next_due(spec: ScheduleSpec, watermark: datetime | None, now: datetime) -> datetime | None:

@@ -1,4 +1,4 @@
-"""Asset events and their consumption (data-aware scheduling, migration 0022).
+"""Asset events and their consumption (data-aware scheduling, migration 0024).
 
 An event is one update of an asset: a producing task run's success (``source_key``
 ``task:<dedupe key>#<try>/<asset>``: a redelivered task that finds its key done records nothing

@@ -45,7 +45,7 @@ def api_errors() -> Iterator[None]:
     except BrokerUnavailableError as exc:
         raise ApiError(503, str(exc)) from exc
     except ConfError as exc:
-        raise ApiError(400, str(exc), problems=exc.problems) from exc
+        raise ApiError(400, str(exc), problems=exc.problems, fields=exc.fields or None) from exc
     except DeadLetterStaleError as exc:
         raise ApiError(409, str(exc), reason=exc.reason) from exc
     except StoreUnavailableError as exc:

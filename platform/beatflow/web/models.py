@@ -90,6 +90,9 @@ class ErrorBody(Model):
     reason: str | None = Field(
         default=None, description="why a dead letter is stale (a refused replay): who closed it"
     )
+    fields: dict[str, str] | None = Field(
+        default=None, description="a bad conf: each refused param and why (its value's problem)"
+    )
 
 
 # ---------------------------------------------------------------------- DAGs
@@ -148,6 +151,12 @@ class Param(Model):
     required: bool
     default: Any
     description: str | None
+    title: str | None = None
+    schema_: dict[str, Any] = Field(
+        default_factory=dict, alias="schema", description="the param as a JSON Schema"
+    )
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, serialize_by_alias=True)
 
 
 class TaskSpec(Model):
@@ -173,12 +182,20 @@ class Edge(Model):
     model_config = ConfigDict(extra="forbid", populate_by_name=True, serialize_by_alias=True)
 
 
+class TaskGroup(Model):
+    group_id: str = Field(description="prefixed by its parents': etl.extract")
+    parent: str | None
+    tooltip: str
+    tasks: list[str] = Field(description="every task of the group and of its nested groups")
+
+
 class DagDetail(DagBase):
     max_active_runs: int | None
     catchup: bool
     params: list[Param]
     tasks: list[TaskSpec]
     edges: list[Edge]
+    groups: list[TaskGroup] = Field(default_factory=list)
 
 
 class GridRun(Model):
@@ -192,11 +209,22 @@ class GridRun(Model):
 class GridRow(Model):
     task_id: str
     states: list[str]
+    group: str | None = Field(default=None, description="the task group it is in, innermost")
+    depth: int = Field(default=0, description="how many task groups it is nested in")
+
+
+class GridLine(Model):
+    kind: Literal["group", "task"]
+    id: str
+    depth: int
 
 
 class Grid(Model):
     runs: list[GridRun]
     tasks: list[GridRow]
+    rows: list[GridLine] = Field(
+        default_factory=list, description="the grid's lines: each task group before its tasks"
+    )
 
 
 class Paused(Model):

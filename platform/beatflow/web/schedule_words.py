@@ -26,6 +26,8 @@ def _num(field: str, hi: int) -> int | None:
 def schedule_words(schedule: Schedule | None) -> str:
     if schedule is None:
         return "manual only"
+    if schedule.once:
+        return f"once, at {schedule.anchor:%Y-%m-%d %H:%M} UTC"
     if schedule.interval is not None:
         return interval_words(schedule.interval)
     assert schedule.cron is not None

@@ -9,6 +9,7 @@ from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
+from beatflow.dag import groups
 from beatflow.dag.assets import schedule_text
 from beatflow.dag.loader import LoadError
 from beatflow.dag.model import DAG
@@ -30,6 +31,7 @@ _SEVERITY = [
     "running",
     "up_for_retry",
     "cleared",
+    "up_for_reschedule",
     "queued",
     "skipped",
     "success",
@@ -112,6 +114,8 @@ def dag_detail(dag: DAG, paused: bool, last_runs: Sequence[RunLike]) -> dict[str
                 "required": p.required,
                 "default": p.default if _is_json(p.default) else repr(p.default),
                 "description": p.description,
+                "title": p.title or None,
+                "schema": p.schema(),
             }
             for name, p in dag.params.items()
         ],
@@ -127,6 +131,15 @@ def dag_detail(dag: DAG, paused: bool, last_runs: Sequence[RunLike]) -> dict[str
                 "queue": spec.queue,
             }
             for tid, spec in dag.tasks.items()
+        ],
+        "groups": [
+            {
+                "group_id": gid,
+                "parent": g.parent,
+                "tooltip": g.tooltip,
+                "tasks": groups.members(dag, gid),
+            }
+            for gid, g in dag.groups.items()
         ],
         "edges": [
             {"from": up, "to": tid, "kind": "data" if up in spec.data_upstream else "order"}
@@ -168,6 +181,8 @@ def grid(dag: DAG, runs: Sequence[DagRunRecord], tasks: Sequence[TaskRunRecord])
     ordered = list(reversed(runs))
     states = {r.run_id: task_states(by_run.get(r.run_id, [])) for r in ordered}
     longest = max((r.duration_seconds or 0.0 for r in ordered), default=0.0)
+    owner = groups.group_of(dag)
+    rows = groups.tree_order(dag, dag.topological_order())
     return {
         "runs": [
             {
@@ -180,9 +195,17 @@ def grid(dag: DAG, runs: Sequence[DagRunRecord], tasks: Sequence[TaskRunRecord])
             for r in ordered
         ],
         "tasks": [
-            {"task_id": tid, "states": [states[r.run_id].get(tid, "none") for r in ordered]}
-            for tid in dag.topological_order()
+            {
+                "task_id": tid,
+                "states": [states[r.run_id].get(tid, "none") for r in ordered],
+                "group": owner.get(tid),
+                "depth": depth,
+            }
+            for kind, tid, depth in rows
+            if kind == "task"
         ],
+        # the grid's rows, groups heading their tasks: (kind, id, depth)
+        "rows": [{"kind": k, "id": i, "depth": d} for k, i, d in rows],
     }
 
 

@@ -7,6 +7,7 @@ there too."""
 from __future__ import annotations
 
 import logging
+import re
 from typing import Any
 
 from celery import Celery, signals
@@ -79,7 +80,11 @@ def register_node(app: Celery, dag: DAG, spec: TaskSpec) -> CeleryTask:
     dag_id, task_id = dag.dag_id, spec.task_id
 
     def body(
-        self: CeleryTask, run_id: str, map_index: int | None = None, closes: bool = False
+        self: CeleryTask,
+        run_id: str,
+        map_index: int | None = None,
+        closes: bool = False,
+        poke: int | None = None,  # a sensor's next poke: read from the request (worker/sensor)
     ) -> dict[str, Any] | None:
         # the DAG is looked up inside the wrapper: deploy skew fails the task run, never raises
         runtime = runtime_of(self.app)
@@ -90,7 +95,9 @@ def register_node(app: Celery, dag: DAG, spec: TaskSpec) -> CeleryTask:
         options["soft_time_limit"] = spec.soft_time_limit
     if spec.time_limit is not None:
         options["time_limit"] = spec.time_limit
-    body.__name__ = spec.task_id
+    # Celery compiles a signature check named after the function: an identifier (a task
+    # group's dotted id, extract.load, is not one); the task's name stays the full id
+    body.__name__ = re.sub(r"\W", "_", spec.task_id)
     body.__qualname__ = name
     body.__module__ = f"beatflow_dags.{dag_id}"
     registered: CeleryTask = app.task(**options)(body)

@@ -230,3 +230,16 @@ def test_messages_held_by_a_worker_count_in_flight_until_done_retried_or_the_wor
     clock.now += 60  # w1 went silent: swept, its message is released too
     assert h.sweep_workers() == ["w1@a"]
     assert h.in_flight() == {}
+
+
+def test_a_grouped_tasks_dotted_id_counts_when_its_dag_has_it() -> None:
+    h = _handler()
+    h.know_dags([("etl", ["extract.load", "publish"])])
+    outcome = "{'beatflow_task_run': 'success'}"
+    for i, name in enumerate(["etl.extract.load", "etl.extract.nope", "etl.publish"]):
+        h.handle({"type": "task-received", "uuid": f"g{i}", "name": name, "hostname": "w"})
+        h.handle({"type": "task-succeeded", "uuid": f"g{i}", "result": outcome, "hostname": "w"})
+    runs = "beatflow_task_runs_total"
+    assert value(h, runs, dag="etl", task="extract.load", state="success") == 1
+    assert value(h, runs, dag="etl", task="publish", state="success") == 1
+    assert value(h, runs, dag="etl", task="extract.nope", state="success") in (None, 0)

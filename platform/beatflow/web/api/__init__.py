@@ -1,7 +1,8 @@
 """The REST API under /api/v1 (JSON only; OpenAPI at /api/v1/openapi.json), one module per
-resource: DAGs, runs and their verbs, task runs, dead letters and the audit log, access, assets."""
+resource: DAGs, runs and their verbs, task runs, dead letters and the audit log, access, assets,
+pools."""
 
-from beatflow.web.api import access, assets, dags, letters, runs, tasks
+from beatflow.web.api import access, assets, dags, letters, pools, runs, tasks
 from beatflow.web.api.base import router
 from beatflow.web.api.dags import dag_page
 from beatflow.web.api.openapi import openapi_document
@@ -13,6 +14,7 @@ __all__ = [
     "dags",
     "letters",
     "openapi_document",
+    "pools",
     "router",
     "runs",
     "tasks",

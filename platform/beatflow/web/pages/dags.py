@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from typing import Any
-from urllib.parse import quote
+from urllib.parse import quote, urlencode
 
 from fastapi import Form, Query, Request
 from fastapi.responses import Response
+from starlette.concurrency import run_in_threadpool
 
-from beatflow.web import actions, views
+from beatflow.web import actions, params_form, views
 from beatflow.web.api import dag_page
 from beatflow.web.deps import conf_from, runtime
 from beatflow.web.graph import render_svg
@@ -29,7 +30,16 @@ def index(
     )
 
 
-def _dag_context(request: Request, dag_id: str) -> dict[str, Any]:
+def _toggle_url(dag_id: str, collapsed: set[str]) -> Any:
+    def url(group_id: str) -> str:
+        now = collapsed ^ {group_id}
+        query = f"?{urlencode({'collapsed': ','.join(sorted(now))})}" if now else ""
+        return f"/dags/{quote(dag_id)}{query}#graph"
+
+    return url
+
+
+def _dag_context(request: Request, dag_id: str, collapsed: str = "") -> dict[str, Any]:
     check_id(dag_id, "DAG id")
     rt = runtime(request)
     with actions.api_errors():
@@ -47,9 +57,12 @@ def _dag_context(request: Request, dag_id: str) -> dict[str, Any]:
         if latest
         else {}
     )
+    shut = {g for g in collapsed.split(",") if g in dag.groups}
     return {
         "dag": views.dag_detail(dag, paused, recent[: views.LAST_RUNS]),
-        "svg": render_svg(dag, states, links),
+        "svg": render_svg(dag, states, links, collapsed=shut, toggle=_toggle_url(dag_id, shut)),
+        "groups": {"all": ",".join(dag.groups), "any_collapsed": bool(shut)},
+        "fields": params_form.fields(dag),
         "latest": views.run_json(latest) if latest else None,
         "grid": views.grid(dag, recent, tasks),
         "runs": [views.run_json(r) for r in recent],
@@ -58,9 +71,17 @@ def _dag_context(request: Request, dag_id: str) -> dict[str, Any]:
 
 
 @router.get("/dags/{dag_id}")
-def dag_page_view(request: Request, who: PageUser, dag_id: str) -> Response:
+def dag_page_view(
+    request: Request, who: PageUser, dag_id: str, collapsed: str = Query("", max_length=4000)
+) -> Response:
     return render(
-        request, "dag.html", who, conf_text="{}", error=None, **_dag_context(request, dag_id)
+        request,
+        "dag.html",
+        who,
+        conf_text="{}",
+        error=None,
+        raw_open=False,
+        **_dag_context(request, dag_id, collapsed),
     )
 
 
@@ -78,29 +99,59 @@ def pause_form(
     return back(f"/dags/{quote(dag_id)}")
 
 
+MAX_FIELD = 60_000  # characters of one posted field (the raw conf, or one param's text)
+
+
 @router.post("/dags/{dag_id}/trigger")
-def trigger_form(
-    request: Request,
-    who: PageUser,
-    dag_id: str,
-    csrf_token: str = Form(""),
-    conf: str = Form("{}", max_length=60_000),
-) -> Response:
-    check_csrf(request, who, csrf_token)
+async def trigger_form(request: Request, who: PageUser, dag_id: str) -> Response:
+    # the fields depend on the DAG's params: read the whole form, then work off the event loop
+    form = await request.form()
+    posted = {k: v for k, v in form.items() if isinstance(v, str)}
+    if any(len(v) > MAX_FIELD for v in posted.values()):
+        raise ApiError(400, f"a form field is longer than {MAX_FIELD} characters")
+    return await run_in_threadpool(_trigger, request, who, dag_id, posted)
+
+
+def _trigger(request: Request, who: PageUser, dag_id: str, posted: dict[str, str]) -> Response:
+    check_csrf(request, who, posted.get("csrf_token", ""))
     check_id(dag_id, "DAG id")
+    rt = runtime(request)
+    with actions.api_errors():
+        dag = rt.dag(dag_id)
+    conf_text = posted.get("conf", "{}")
+    raw: dict[str, str] | None = None
+    field_errors: dict[str, str] = {}
+    conf: dict[str, Any] | None
     try:
-        run = actions.trigger(runtime(request), who, dag_id, conf_from(conf.strip() or "{}"))
+        if dag.params and "conf" not in posted:  # the form of fields
+            raw = params_form.raw_values(dag, posted)
+            conf, field_errors = params_form.conf_from(dag, raw)
+            if field_errors:
+                raise ApiError(
+                    400,
+                    "bad conf",
+                    problems=[f'"{k}" {v}' for k, v in field_errors.items()],
+                    fields=field_errors,
+                )
+        else:
+            conf = conf_from(conf_text.strip() or "{}")
+        run = actions.trigger(rt, who, dag_id, conf)
     except ApiError as exc:
         if exc.status not in (400, 409):
             raise
+        field_errors = dict(exc.extra.get("fields") or {})
+        shown = field_errors if raw is not None else {}  # by their fields, not in the list
         problems = exc.extra.get("problems") or [exc.message]
+        context = _dag_context(request, dag_id)
+        context["fields"] = params_form.fields(dag, raw, field_errors or {})
         return render(
             request,
             "dag.html",
             who,
             status=400,
-            conf_text=conf,
-            error=problems,
-            **_dag_context(request, dag_id),
+            conf_text=conf_text,
+            raw_open=raw is None,
+            error=[p for p in problems if not any(p.startswith(f'"{k}" ') for k in shown)],
+            **context,
         )
     return back(f"/dags/{quote(dag_id)}/runs/{quote(run.run_id, safe='')}")

@@ -124,8 +124,23 @@
       showTimes(localTime);
     });
   }
+  // a trigger form built from params: the browser's own check of a field (required, min, max,
+  // pattern) shown next to it, as the server's errors are; cleared as the field is edited
+  function paramErrors(form) {
+    form.addEventListener("invalid", function (e) {
+      var field = e.target.closest(".field");
+      var slot = field && field.querySelector(".field-error");
+      if (slot) { slot.textContent = e.target.validationMessage; field.classList.add("invalid"); }
+    }, true);
+    form.addEventListener("input", function (e) {
+      var field = e.target.closest(".field");
+      var slot = field && field.querySelector(".field-error");
+      if (slot && e.target.checkValidity()) { slot.textContent = ""; field.classList.remove("invalid"); }
+    });
+  }
   document.addEventListener("DOMContentLoaded", function () {
     timeZoneToggle();
+    document.querySelectorAll("form.trigger.params").forEach(paramErrors);
     wrapToggle();
     var run = document.querySelector("[data-live-run]");
     if (run) { liveRun(run); }
