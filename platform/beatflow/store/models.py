@@ -294,6 +294,29 @@ class Notification(Base):
     error: Mapped[str | None] = mapped_column(sa.Text, nullable=True)
 
 
+class Backfill(Base):
+    """One backfill (migration 0021): its range, its plan of runs to create or re-run, and how
+    many of them it has released under its own max_active_runs."""
+
+    __tablename__ = "backfills"
+    __table_args__ = (sa.Index(None, "dag_id", "id"), sa.Index(None, "state"))
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
+    dag_id: Mapped[str] = mapped_column(sa.String(250))
+    state: Mapped[str] = mapped_column(sa.String(20))
+    start: Mapped[datetime]
+    end: Mapped[datetime]
+    reprocess: Mapped[str] = mapped_column(sa.String(20))
+    max_active_runs: Mapped[int] = mapped_column(sa.Integer)
+    conf: Mapped[dict[str, Any]] = mapped_column(Json)
+    plan: Mapped[list[dict[str, Any]]] = mapped_column(Json)
+    released: Mapped[int] = mapped_column(sa.Integer, server_default="0")
+    actor: Mapped[str] = mapped_column(sa.String(250))
+    reason: Mapped[str] = mapped_column(sa.Text)
+    created_at: Mapped[datetime]
+    ended_at: Mapped[datetime | None]
+
+
 dag_runs: sa.Table = DagRun.__table__  # type: ignore[assignment]
 task_runs: sa.Table = TaskRun.__table__  # type: ignore[assignment]
 dead_letters: sa.Table = DeadLetter.__table__  # type: ignore[assignment]
@@ -305,3 +328,4 @@ task_logs: sa.Table = TaskLog.__table__  # type: ignore[assignment]
 map_items: sa.Table = MapItem.__table__  # type: ignore[assignment]
 map_fan_ins: sa.Table = MapFanIn.__table__  # type: ignore[assignment]
 notifications: sa.Table = Notification.__table__  # type: ignore[assignment]
+backfills: sa.Table = Backfill.__table__  # type: ignore[assignment]

@@ -9,6 +9,7 @@ from beatflow.errors import SchemaOutOfDateError, StoreError
 from beatflow.settings import mask_url
 from beatflow.store import schema
 from beatflow.store.audit import AuditMixin
+from beatflow.store.backfills import BackfillsMixin
 from beatflow.store.beat_terms import BeatTermsMixin
 from beatflow.store.browse import BrowseMixin
 from beatflow.store.dag_runs import DagRunsMixin
@@ -42,6 +43,7 @@ class Store(
     HotPathMixin,
     FanInsMixin,
     NotificationsMixin,
+    BackfillsMixin,
 ):
     """The results database: DAG runs, task runs (claimed by dedupe key), dead letters, pauses.
 
