@@ -1,9 +1,20 @@
 """The REST API under /api/v1 (JSON only; OpenAPI at /api/v1/openapi.json), one module per
-resource: DAGs, runs and their verbs, task runs, dead letters and the audit log, access."""
+resource: DAGs, runs and their verbs, backfills, task runs, dead letters and the audit log,
+access."""
 
-from beatflow.web.api import access, dags, letters, runs, tasks
+from beatflow.web.api import access, backfills, dags, letters, runs, tasks
 from beatflow.web.api.base import router
 from beatflow.web.api.dags import dag_page
 from beatflow.web.api.openapi import openapi_document
 
-__all__ = ["access", "dag_page", "dags", "letters", "openapi_document", "router", "runs", "tasks"]
+__all__ = [
+    "access",
+    "backfills",
+    "dag_page",
+    "dags",
+    "letters",
+    "openapi_document",
+    "router",
+    "runs",
+    "tasks",
+]
