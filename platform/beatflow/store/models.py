@@ -295,7 +295,7 @@ class Notification(Base):
 
 
 class Backfill(Base):
-    """One backfill (migration 0021): its range, its plan of runs to create or re-run, and how
+    """One backfill (migration 0022): its range, its plan of runs to create or re-run, and how
     many of them it has released under its own max_active_runs."""
 
     __tablename__ = "backfills"
