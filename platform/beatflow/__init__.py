@@ -14,11 +14,16 @@ __version__ = "0.1.0"
 __all__ = [
     "DAG",
     "BeatflowError",
+    "ExternalRun",
+    "FileSensor",
+    "HttpSensor",
     "Idempotent",
     "Notifier",
     "Param",
+    "PokeResult",
     "Settings",
     "Skip",
+    "SqlSensor",
     "SmtpNotifier",
     "WebhookNotifier",
     "TaskGroup",
@@ -46,6 +51,10 @@ def __getattr__(name: str) -> Any:
         from beatflow.dag import flow
 
         return getattr(flow, name)
+    if name in ("FileSensor", "SqlSensor", "HttpSensor", "ExternalRun", "PokeResult"):
+        from beatflow import sensors  # built-in sensors, and what a poke may return
+
+        return getattr(sensors, name)
     if name in ("DAG", "context", "Param"):
         from beatflow.dag import authoring
 

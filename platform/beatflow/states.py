@@ -4,7 +4,8 @@ what the database, JSON, logs and the CLI show), with the groups the rest of the
 A DAG run moves ``queued -> running -> success | failed | cancelled``; a task run
 ``running <-> up_for_retry -> success | failed | upstream_failed | skipped | cancelled``, and a
 final one ``-> cleared -> running`` when an operator clears it or replays its dead letter: it
-runs again as new tries with its full retry policy."""
+runs again as new tries with its full retry policy; a sensor in reschedule mode also moves
+``running <-> up_for_reschedule`` between its pokes."""
 
 from __future__ import annotations
 
@@ -32,6 +33,7 @@ class TaskRunState(StrEnum):
     UP_FOR_RETRY = "up_for_retry"
     # cleared or replayed by an operator: waits to run again, its retries counted afresh
     CLEARED = "cleared"
+    UP_FOR_RESCHEDULE = "up_for_reschedule"  # a sensor between pokes (its slot is free)
     SUCCESS = "success"
     FAILED = "failed"
     UPSTREAM_FAILED = "upstream_failed"

@@ -49,7 +49,7 @@ LAYERS: list[set[str]] = [
     {"observability"},
     {"app"},
     {"dev", "web", "chaos"},
-    {"cli", "beatflow"},
+    {"cli", "beatflow", "sensors"},
 ]
 
 # (importing module, imported module) -> who removes it. Only shrinks.

@@ -28,6 +28,7 @@ COMMANDS: dict[str, str] = {
     "config": "beatflow.cli.config:config",
     "dags": "beatflow.cli.dags:dags",
     "dlq": "beatflow.cli.dlq:dlq",
+    "pools": "beatflow.cli.pools:pools",
     "runs": "beatflow.cli.runs:runs",
     "db": "beatflow.cli.db:db",
     "dev": "beatflow.cli.dev:dev",

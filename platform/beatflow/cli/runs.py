@@ -17,6 +17,7 @@ from beatflow.cli.common import (
     runtime_or_exit,
 )
 from beatflow.records_json import dag_run_json, task_run_json
+from beatflow.runs.pools import waiter_json
 from beatflow.states import DagRunState
 
 STATES = [str(s) for s in DagRunState]
@@ -61,8 +62,10 @@ def show(dag_id: str, run_id: str, as_json: bool) -> None:
     if run is None:
         raise CliError(f"no run {run_id!r} of DAG {dag_id!r}; see `beatflow runs list {dag_id}`")
     tasks = store.get_task_runs(dag_id, run_id)
+    waiting = store.pool_waiters(dag_id, run_id)  # task runs waiting for a pool's slots
     if as_json:
-        echo_json({**dag_run_json(run), "tasks": [task_run_json(t) for t in tasks]})
+        echo_json({**dag_run_json(run), "tasks": [task_run_json(t) for t in tasks],
+                   "pool_waits": [waiter_json(w) for w in waiting]})  # fmt: skip
         return
     duration = f"{run.duration_seconds:.2f}s" if run.duration_seconds is not None else "-"
     click.echo(f"{dag_id} / {run_id}: {run.state} ({run.trigger}, {duration})")
@@ -72,6 +75,9 @@ def show(dag_id: str, run_id: str, as_json: bool) -> None:
         click.echo(f"  {label:<32} {t.state:<16} try {t.try_text:<18} {took:>9}")
         if t.error:  # a skipped task run's is why it was skipped
             click.echo(f"      {'reason' if t.state == 'skipped' else 'error'}: {t.error}")
+    for w in waiting:
+        label = w.task_id if w.map_index < 0 else f"{w.task_id}[{w.map_index}]"
+        click.echo(f"  {label:<32} waiting for {w.slots} slot(s) of pool {w.pool} since {w.since}")
     for n in store.list_notifications(dag_id, run_id):  # notifier events (notify.deliver)
         _dag, _run, task_id, index, try_number, event, notifier = n.event_key.rsplit("/", 6)
         where = task_id if index == "-1" else f"{task_id}[{index}]"

@@ -191,6 +191,8 @@ _TASK_OPTIONS = {
     "time_limit",
     "queue",
     "priority",
+    "pool",
+    "pool_slots",
     "trigger_rule",
     "dedupe_key",
     "on_retry",
@@ -312,6 +314,8 @@ class Task:
             time_limit=_opt_seconds(opts.get("time_limit")),
             queue=opts.get("queue"),
             priority=opts.get("priority"),
+            pool=opts.get("pool"),
+            pool_slots=opts.get("pool_slots", 1),
             trigger_rule=opts.get("trigger_rule", "all_success"),
             dedupe_key=opts.get("dedupe_key"),
             map_over=map_over,
@@ -366,6 +370,11 @@ def _option_problems(opts: Mapping[str, Any]) -> list[str]:
     queue = opts.get("queue")
     if queue is not None and (not isinstance(queue, str) or not _QUEUE_RE.fullmatch(queue)):
         problems.append(f"queue must be letters, digits, '_', '.' and '-', got {queue!r:.40}")
+    pool, slots = opts.get("pool"), opts.get("pool_slots", 1)
+    if pool is not None and (not isinstance(pool, str) or not _QUEUE_RE.fullmatch(pool)):
+        problems.append(f"pool must be letters, digits, '_', '.' and '-', got {pool!r:.40}")
+    if not isinstance(slots, int) or isinstance(slots, bool) or slots < 1:
+        problems.append(f"pool_slots must be an integer of 1 or more, got {slots!r:.40}")
     return problems
 
 

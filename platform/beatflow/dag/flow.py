@@ -74,8 +74,8 @@ def _decorator(control: str, fn: Callable[..., Any] | None, options: dict[str, A
 
 
 class TaskDecorator:
-    """``beatflow.task``: ``@task``, ``@task(retries=3, ...)``, ``@task.branch`` and
-    ``@task.short_circuit``."""
+    """``beatflow.task``: ``@task``, ``@task(retries=3, ...)``, ``@task.branch``,
+    ``@task.short_circuit`` and ``@task.sensor``."""
 
     @overload
     def __call__(self, fn: Callable[..., Any], /) -> authoring.Task: ...
@@ -106,6 +106,15 @@ class TaskDecorator:
         downstream, the rest by trigger rule); a truthy one is passed on as the result."""
         control = SHORT_CIRCUIT if ignore_downstream_trigger_rules else SHORT_CIRCUIT_DIRECT
         return _decorator(control, fn, options)
+
+    def sensor(self, fn: Callable[..., Any] | None = None, /, **options: Any) -> Any:
+        """``@task.sensor(poke_interval=60, timeout=..., mode="reschedule" | "poke",
+        soft_fail=False, exponential_backoff=False, max_wait=None)``: the function pokes and
+        returns a bool, a value (truthy: done, the value is the result) or a
+        ``beatflow.PokeResult``; see ``beatflow.dag.sensors``."""
+        from beatflow.dag import sensors
+
+        return sensors.sensor(fn, options)
 
 
 task = TaskDecorator()

@@ -10,7 +10,7 @@ import inspect
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from zoneinfo import ZoneInfo
 
 from beatflow.dag import graph
@@ -20,6 +20,9 @@ from beatflow.dag.schedule import Schedule
 from beatflow.errors import DagDefinitionError
 
 __all__ = ["DAG", "Param", "Ref", "RetryPolicy", "TaskSpec", "param_from"]
+
+if TYPE_CHECKING:
+    from beatflow.dag.sensors import SensorSpec
 
 TRIGGER_RULES = (
     "all_success",
@@ -93,10 +96,13 @@ class TaskSpec:
     time_limit: float | None = None
     queue: str | None = None
     priority: int | None = None
+    pool: str | None = None  # a pool (``beatflow pools``) whose slots the task takes while running
+    pool_slots: int = 1
     trigger_rule: str = "all_success"
     dedupe_key: str | Callable[..., str] | None = None
     map_over: str | None = None  # upstream task id whose result list this task is mapped over
     control: str | None = None  # a branch or short-circuit task (dag/flow.py): its result decides
+    sensor: SensorSpec | None = None  # a sensor's options (dag/sensors.py): its function pokes
     order_upstream: set[str] = field(default_factory=set)
     # deprecated (on_retry_callback, on_failure_callback): called as fn(dag_id=, run_id=,
     # task_id=, error=) after a failed try that will be retried, and after the last try failed

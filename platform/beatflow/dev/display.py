@@ -12,6 +12,7 @@ SYMBOLS = {
     "running": "▶",
     "up_for_retry": "↻",
     "cleared": "⟲",
+    "up_for_reschedule": "◷",
     "success": "✓",
     "failed": "✗",
     "upstream_failed": "⊘",
@@ -27,7 +28,7 @@ def format_task_change(record: TaskRunRecord, width: int = 16) -> str:
         line += f" {record.duration_seconds:.2f}s"
     if record.try_number > 1:
         line += f"  (try {record.try_number})"
-    if record.error and record.state in ("failed", "up_for_retry"):
+    if record.error and record.state in ("failed", "up_for_retry", "up_for_reschedule"):
         line += f"  {record.error.splitlines()[0][:120]}"
     return line.rstrip()
 

@@ -122,7 +122,8 @@ class Metrics:
         )
         self.task_runs = Counter(
             "beatflow_task_runs",
-            "Task run outcomes (success, up_for_retry, failed, skipped, upstream_failed).",
+            "Task run outcomes (success, up_for_retry, up_for_reschedule, failed, skipped, "
+            "upstream_failed).",
             ["dag", "task", "state"],
             registry=r,
         )
@@ -149,6 +150,13 @@ class Metrics:
         self.dead_letters = Gauge(
             "beatflow_dead_letters",
             "Dead letters not replayed yet.",
+            registry=r,
+        )
+        self.pool_slots = Gauge(
+            "beatflow_pool_slots",
+            "A pool's slots by state: used (held by running task runs), queued (wanted by task "
+            "runs waiting for them), free (slots - used; negative after a shrink).",
+            ["pool", "state"],
             registry=r,
         )
         self.sla_misses = Counter(

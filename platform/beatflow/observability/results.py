@@ -48,17 +48,30 @@ class ResultsPoller:
         self._reported_sla: set[str] = set()
         self._stuck: set[str] = set()
         self._series: set[tuple[str, str]] = set()
+        self._pools: set[str] = set()
 
     def poll(self) -> None:
         now = self.clock()
         self._count_runs()
         self.metrics.dead_letters.set(self.store.count_dead_letters())
+        self._count_pools()
         active = self.store.list_dag_runs(
             state="running", limit=RUNS_SCANNED
         ) + self.store.list_dag_runs(state="queued", limit=RUNS_SCANNED)
         self._check_stuck(active, now)
         recent = self.store.list_dag_runs(limit=RUNS_SCANNED)
         self._check_sla({(r.dag_id, r.run_id): r for r in [*recent, *active]}.values(), now)
+
+    def _count_pools(self) -> None:
+        seen = set()
+        for pool in self.store.list_pools():
+            for state, value in (("used", pool.used), ("queued", pool.queued), ("free", pool.free)):
+                self.metrics.pool_slots.labels(pool=pool.name, state=state).set(value)
+            seen.add(pool.name)
+        for name in self._pools - seen:  # a deleted pool's series go
+            for state in ("used", "queued", "free"):
+                self.metrics.pool_slots.remove(name, state)
+        self._pools = seen
 
     def _count_runs(self) -> None:
         counts = self.store.count_dag_runs_by_state()

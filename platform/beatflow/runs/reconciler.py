@@ -14,7 +14,8 @@ One pass:
 4. for each running run with no sign of life for ``reconcile_stall_seconds`` (no live lease,
    no task run started or ended): closes it if every task is final (the closing step was
    lost), else resumes it by re-sending its canvas (finished task runs return their stored
-   results, live leases are respected), waiting twice as long after each resume; after
+   results, live leases are respected; a retry waiting for its backoff and a sensor waiting
+   for its next poke are not silence), waiting twice as long after each resume; after
    ``reconcile_max_resumes`` resumes without progress the run is failed with the reason.
 """
 
@@ -114,6 +115,8 @@ def _reconcile_stalled(
     tasks = store.get_task_runs(run.dag_id, run.run_id) if dag is not None else []
     if dag is not None and _retry_pending(dag, tasks, stall):
         return  # a retry waits for its backoff: that is progress, not a lost canvas
+    if _poke_pending(runtime, run, tasks, stall):
+        return  # a sensor waits for its next poke: its message is in the broker with an ETA
     if dag is not None and run_outcome(dag, tasks):
         state = close_run(runtime, run.dag_id, run.run_id)
         log.warning(
@@ -172,6 +175,20 @@ def _retry_pending(dag: DAG, tasks: Sequence[TaskRunRecord], stall: timedelta) -
         if now < due + stall:
             return True
     return False
+
+
+def _poke_pending(
+    runtime: Runtime, run: DagRunRecord, tasks: Sequence[TaskRunRecord], stall: timedelta
+) -> bool:
+    """Whether a sensor waits for its next poke (up_for_reschedule, due within the stall time):
+    not silent. One whose next poke is overdue by more lost its message (a worker killed holding
+    it, a broker restarted): the run is resumed and the re-sent sensor pokes (worker/sensor.py)."""
+    if not any(t.state == TaskRunState.UP_FOR_RESCHEDULE for t in tasks):
+        return False
+    now = datetime.now(UTC)
+    waiting = {t.dedupe_key for t in tasks if t.state == TaskRunState.UP_FOR_RESCHEDULE}
+    pokes = runtime.store.sensor_pokes_of_run(run.dag_id, run.run_id)
+    return any(p.dedupe_key in waiting and now < p.next_poke_at + stall for p in pokes)
 
 
 def fail_run(runtime: Runtime, run: DagRunRecord, reason: str, *, action: str) -> bool:

@@ -12,8 +12,10 @@ SQLAlchemy; everything above it sees records and beatflow errors.
     task_states    decided states, deduped rows, task-run reads, replay's reset
     hot            the node wrapper's read-and-claim and finish-and-close
     fan_ins        a .map() expansion's items and fan-in
+    sensor_pokes   a sensor's pokes in reschedule mode (its next poke, first poke, count)
     dead_letters   failed task runs kept for replay
     notifications  the notifier events' outbox (at most one send per event)
+    pools          pools' slot limits, claimed with the claim and given back with the finish
     backfills      backfills: their plan of runs and how many they released
     run_control    operators' cancel, clear and mark
     audit          who did what, when and why
@@ -35,6 +37,7 @@ from beatflow.store.records import (
     DeadLetterDraft,
     DeadLetterRecord,
     FinishedRun,
+    SensorPokes,
     TaskRunEnded,
     TaskRunRecord,
     TriggeredRun,
@@ -47,6 +50,7 @@ __all__ = [
     "DagRunRecord",
     "DeadLetterDraft",
     "DeadLetterRecord",
+    "SensorPokes",
     "Store",
     "TaskRunEnded",
     "TaskRunRecord",

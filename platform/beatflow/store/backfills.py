@@ -1,4 +1,4 @@
-"""Backfills (migration 0022): a backfill's row holds its plan (the runs it creates or re-runs,
+"""Backfills (migration 0024): a backfill's row holds its plan (the runs it creates or re-runs,
 oldest first) and how many of them it has ``released``. Releasing is a compare-and-set on
 ``released``, so two callers at once (the backfill's own call, reconciler passes) never release
 the same plan entries twice; cancelling is a conditional update from ``running``, audited in

@@ -19,6 +19,7 @@ from beatflow.store.records import (
     TASK_RUN_TERMINAL_STATES,
     TASK_RUN_WAITING_STATES,
     TASK_RUNNING,
+    TASK_UP_FOR_RESCHEDULE,
 )
 
 t = task_runs.c
@@ -40,7 +41,9 @@ LEASE_COLUMNS = (
 @dataclass(frozen=True, slots=True)
 class ClaimStatements:
     insert: sa.Executable  # insert-or-conflict of a new running task run (try 1)
-    take_over: sa.Executable  # up_for_retry, cleared, or running with an expired lease -> next try
+    # up_for_retry, cleared, or running with an expired lease -> next try; up_for_reschedule
+    # (a sensor's next poke) -> the same try (a reschedule consumes no retry)
+    take_over: sa.Executable
     current: sa.Executable  # the row, to report "done" or "held"
     renew: sa.Executable
     finish: sa.Executable
@@ -111,10 +114,17 @@ def build_claim_statements(
             key,
             sa.or_(
                 t.state.in_(sorted(TASK_RUN_WAITING_STATES)),
+                t.state == TASK_UP_FOR_RESCHEDULE,
                 sa.and_(t.state == TASK_RUNNING, t.lease_expires_at < now),
             ),
         )
-        .values(try_number=t.try_number + 1, **_lease_values(), **lease)
+        .values(
+            try_number=sa.case(
+                (t.state == TASK_UP_FOR_RESCHEDULE, t.try_number), else_=t.try_number + 1
+            ),
+            **_lease_values(),
+            **lease,
+        )
         .returning(*task_runs.c),
         current=sa.select(task_runs).where(key),
         renew=sa.update(task_runs).where(holder).values(lease_expires_at=expires),

@@ -19,6 +19,7 @@ from beatflow.store.models import (
     map_fan_ins,
     map_items,
     notifications,
+    sensor_pokes,
     task_logs,
     task_runs,
 )
@@ -93,8 +94,14 @@ class MaintenanceMixin(StoreBase):
                     return deleted
                 pairs = [(dag_id, run_id) for _, dag_id, run_id in batch]
                 for table in (
-                    task_runs, dead_letters, task_logs, map_items, map_fan_ins, notifications
-                ):  # fmt: skip
+                    task_runs,
+                    dead_letters,
+                    task_logs,
+                    map_items,
+                    map_fan_ins,
+                    notifications,
+                    sensor_pokes,
+                ):
                     conn.execute(
                         sa.delete(table).where(sa.tuple_(table.c.dag_id, table.c.run_id).in_(pairs))
                     )

@@ -294,8 +294,59 @@ class Notification(Base):
     error: Mapped[str | None] = mapped_column(sa.Text, nullable=True)
 
 
+class SensorPoke(Base):
+    """A sensor task run's pokes in reschedule mode (migration 0022), kept across its pokes:
+    which try they belong to (a retry starts the count and the timeout afresh), how many were
+    made, when the first was (its timeout runs from there) and when the next is due (the
+    reconciler re-sends a sensor whose next poke is overdue and whose message was lost)."""
+
+    __tablename__ = "sensor_pokes"
+    __table_args__ = (sa.Index(None, "dag_id", "run_id"),)
+
+    dedupe_key: Mapped[str] = mapped_column(sa.String(1000), primary_key=True)
+    dag_id: Mapped[str] = mapped_column(sa.String(250))
+    run_id: Mapped[str] = mapped_column(sa.String(250))
+    task_id: Mapped[str] = mapped_column(sa.String(250))
+    map_index: Mapped[int] = mapped_column(sa.Integer)
+    try_number: Mapped[int] = mapped_column(sa.Integer)
+    poke_count: Mapped[int] = mapped_column(sa.Integer)
+    first_poke_at: Mapped[datetime]
+    next_poke_at: Mapped[datetime]
+
+
+class Pool(Base):
+    """A named slot limit shared by every worker (migration 0023)."""
+
+    __tablename__ = "pools"
+
+    name: Mapped[str] = mapped_column(sa.String(250), primary_key=True)
+    slots: Mapped[int] = mapped_column(sa.Integer)
+    description: Mapped[str | None] = mapped_column(sa.Text, nullable=True)
+    updated_at: Mapped[datetime]
+
+
+class PoolSlot(Base):
+    """A pooled task run's hold on its pool's slots (``used``: counts while its task run is
+    running under ``lease_token``) or its wait for them (``queued``), migration 0023."""
+
+    __tablename__ = "pool_slots"
+    __table_args__ = (sa.Index(None, "pool", "state"), sa.Index(None, "dag_id", "run_id"))
+
+    dedupe_key: Mapped[str] = mapped_column(sa.String(1000), primary_key=True)
+    pool: Mapped[str] = mapped_column(sa.String(250))
+    slots: Mapped[int] = mapped_column(sa.Integer)
+    state: Mapped[str] = mapped_column(sa.String(20))
+    lease_token: Mapped[str | None] = mapped_column(sa.String(64), nullable=True)
+    dag_id: Mapped[str] = mapped_column(sa.String(250))
+    run_id: Mapped[str] = mapped_column(sa.String(250))
+    task_id: Mapped[str] = mapped_column(sa.String(250))
+    map_index: Mapped[int] = mapped_column(sa.Integer)
+    since: Mapped[datetime]
+    seen_at: Mapped[datetime]
+
+
 class Backfill(Base):
-    """One backfill (migration 0022): its range, its plan of runs to create or re-run, and how
+    """One backfill (migration 0024): its range, its plan of runs to create or re-run, and how
     many of them it has released under its own max_active_runs."""
 
     __tablename__ = "backfills"
@@ -328,4 +379,7 @@ task_logs: sa.Table = TaskLog.__table__  # type: ignore[assignment]
 map_items: sa.Table = MapItem.__table__  # type: ignore[assignment]
 map_fan_ins: sa.Table = MapFanIn.__table__  # type: ignore[assignment]
 notifications: sa.Table = Notification.__table__  # type: ignore[assignment]
+sensor_pokes: sa.Table = SensorPoke.__table__  # type: ignore[assignment]
+pools: sa.Table = Pool.__table__  # type: ignore[assignment]
+pool_slots: sa.Table = PoolSlot.__table__  # type: ignore[assignment]
 backfills: sa.Table = Backfill.__table__  # type: ignore[assignment]

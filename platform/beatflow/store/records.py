@@ -24,6 +24,7 @@ DAG_RUN_FINISHED_STATES = DAG_RUN_FINAL
 TASK_RUNNING = TaskRunState.RUNNING
 TASK_UP_FOR_RETRY = TaskRunState.UP_FOR_RETRY
 TASK_CLEARED = TaskRunState.CLEARED
+TASK_UP_FOR_RESCHEDULE = TaskRunState.UP_FOR_RESCHEDULE
 TASK_SUCCESS = TaskRunState.SUCCESS
 TASK_FAILED = TaskRunState.FAILED
 TASK_UPSTREAM_FAILED = TaskRunState.UPSTREAM_FAILED
@@ -259,3 +260,16 @@ class DeadLetterRecord:
     def is_open(self) -> bool:
         """Neither replayed nor closed: a replay may run it."""
         return self.replayed_at is None and self.closed_at is None
+
+
+@dataclass(frozen=True, slots=True)
+class SensorPokes:
+    """The pokes of one try of a sensor task run in reschedule mode."""
+
+    dedupe_key: str
+    task_id: str
+    map_index: int
+    try_number: int
+    poke_count: int
+    first_poke_at: datetime
+    next_poke_at: datetime

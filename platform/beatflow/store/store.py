@@ -20,8 +20,10 @@ from beatflow.store.fan_ins import FanInsMixin
 from beatflow.store.hot import HotPathMixin
 from beatflow.store.maintenance import MaintenanceMixin
 from beatflow.store.notifications import NotificationsMixin
+from beatflow.store.pools import PoolsMixin
 from beatflow.store.run_control import RunControlMixin
 from beatflow.store.run_creation import RunCreationMixin
+from beatflow.store.sensor_pokes import SensorPokesMixin
 from beatflow.store.task_logs import TaskLogsMixin
 from beatflow.store.task_runs import TaskRunsMixin
 from beatflow.store.task_states import TaskStatesMixin
@@ -43,6 +45,8 @@ class Store(
     HotPathMixin,
     FanInsMixin,
     NotificationsMixin,
+    SensorPokesMixin,
+    PoolsMixin,
     BackfillsMixin,
 ):
     """The results database: DAG runs, task runs (claimed by dedupe key), dead letters, pauses.

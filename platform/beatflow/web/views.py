@@ -30,6 +30,7 @@ _SEVERITY = [
     "running",
     "up_for_retry",
     "cleared",
+    "up_for_reschedule",
     "queued",
     "skipped",
     "success",

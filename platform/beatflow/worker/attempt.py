@@ -10,6 +10,7 @@ import logging
 import random
 import time
 import traceback
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -146,9 +147,16 @@ class Attempt:
         )  # fmt: skip
 
 
-def execute(attempt: Attempt, rows: list[TaskRunRecord]) -> dict[str, Any] | None:
+# a sensor's pokes in place of the function's one call (worker/sensor.py): the done value
+Poke = Callable[["Attempt", tuple[Any, ...], dict[str, Any]], Any]
+
+
+def execute(
+    attempt: Attempt, rows: list[TaskRunRecord], poke: Poke | None = None
+) -> dict[str, Any] | None:
     """Run the task's function under the lease and record what came of it; the outcome for
-    Celery's task-succeeded event, or None when it failed (recorded, retried or failed)."""
+    Celery's task-succeeded event, or None when it failed (recorded, retried or failed).
+    ``poke``: a sensor's, which calls the function until it is done (or reschedules: Retry)."""
     a = attempt
     dag, spec, run = a.dag, a.spec, a.run
     try:
@@ -183,11 +191,14 @@ def execute(attempt: Attempt, rows: list[TaskRunRecord]) -> dict[str, Any] | Non
                 spec.retry.retries + 1,
             )
             try:
-                with canvas.sending_canvas(False):  # the user's own publishes are plain Celery
-                    result = spec.fn(*args, **kwargs)
+                if poke is not None:
+                    result = poke(a, args, kwargs)
+                else:
+                    with canvas.sending_canvas(False):  # the user's own publishes: plain Celery
+                        result = spec.fn(*args, **kwargs)
                 if spec.control is not None:  # a branch's followed ids, checked (dag/flow.py)
                     result = flow.outcome(dag, spec, result)
-            except Retry:
+            except (Retry, Ignore):  # retried (a reschedule), or a lease lost or poke taken
                 raise
             except Skip as exc:  # the task ends itself skipped
                 return skip(a, exc.reason or "skipped by the task")
@@ -227,7 +238,8 @@ def handle_failure(attempt: Attempt, exc: Exception) -> None:
     error = f"{type(exc).__name__}: {exc}"
     tb = traceback.format_exc()
     spec = attempt.spec
-    if attempt.round_try <= spec.retry.retries:
+    # an exception marked ``final`` (a sensor's timeout) takes no retry
+    if attempt.round_try <= spec.retry.retries and not getattr(exc, "final", False):
         delay = spec.retry.delay_for(attempt.round_try, random.random())
         attempt.finish("up_for_retry", error=error, traceback=tb)
         log.warning(

@@ -81,7 +81,9 @@ def read(
     item = map_item(dag, spec, run_id, index) if keys is not None else None
     also = whole or ([default_dedupe_key(dag.dag_id, run_id, spec.task_id)] if item else None)
     claim = None
-    ready = not gated and claims_when_ready(spec.trigger_rule, len(spec.upstream))
+    # a pooled task claims with its pool's slots (worker/pools.py), never in the read
+    pooled = spec.pool is not None
+    ready = not gated and not pooled and claims_when_ready(spec.trigger_rule, len(spec.upstream))
     if keys is not None and ready:
         run, rows, claim = store.read_and_claim(
             dag.dag_id,

@@ -26,7 +26,7 @@ from beatflow.ids import check_run_id
 from beatflow.logs import correlation
 from beatflow.notify import callbacks
 from beatflow.states import DAG_RUN_FINAL
-from beatflow.worker import claim, mapping
+from beatflow.worker import claim, mapping, pools, sensor
 from beatflow.worker.attempt import Attempt, execute
 from beatflow.worker.closing import Closing, close_here
 from beatflow.worker.letters import fail_unrun, record_final_failure
@@ -71,7 +71,7 @@ def run_task(
             callbacks.task_event(runtime, dag, spec, read.run, state=state, map_index=index,
                             reason=decision.reason, dedupe_key=key)  # fmt: skip
         return events.outcome(state)
-    got = read.claim or claim.claim_key(store, task, dag, spec, run_id, index, key)
+    got = read.claim or pools.claim_key(store, task, dag, spec, run_id, index, key)
     decision = decide(dataclasses.replace(situation, claim=claim.seen(got, own)))
     if decision.action is Action.DONE:
         record = claim.done_record(store, dag, spec, run_id, index, got, key)
@@ -85,13 +85,13 @@ def run_task(
         runtime, task, dag, spec, read.run, key, got.token, index, got.record.try_number,
         record=got.record, closing=closing, item_only=read.item_only,
     )  # fmt: skip
-    if decision.action is Action.FAIL_WORKER_LOST:
-        attempt.fail(decision.reason, None, tries=attempt.round_try - 1)
+    if (refused := pools.refusal(got)) or decision.action is Action.FAIL_WORKER_LOST:
+        attempt.fail(refused or decision.reason, None, tries=attempt.round_try - 1)
         return None
     if decision.action is Action.EXPAND:
         mapping.expand(attempt)
         return None
-    result = execute(attempt, read.rows)
+    result = execute(attempt, read.rows, sensor.poke if spec.sensor is not None else None)
     return result if closing is None else closing.note_own(got.record, result)
 
 

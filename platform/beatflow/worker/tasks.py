@@ -80,7 +80,11 @@ def register_node(app: Celery, dag: DAG, spec: TaskSpec) -> CeleryTask:
     dag_id, task_id = dag.dag_id, spec.task_id
 
     def body(
-        self: CeleryTask, run_id: str, map_index: int | None = None, closes: bool = False
+        self: CeleryTask,
+        run_id: str,
+        map_index: int | None = None,
+        closes: bool = False,
+        poke: int | None = None,  # a sensor's next poke: read from the request (worker/sensor)
     ) -> dict[str, Any] | None:
         # the DAG is looked up inside the wrapper: deploy skew fails the task run, never raises
         runtime = runtime_of(self.app)

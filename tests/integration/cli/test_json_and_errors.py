@@ -167,6 +167,10 @@ def test_every_data_command_prints_one_json_document(beatflow: Call) -> None:
     assert set(check("runs reconcile")) == {"dispatched", "closed", "resumed", "failed"}
     assert isinstance(check("dlq list"), list)
     assert check("dlq purge", "example_etl", "--yes") == {"dag_id": "example_etl", "deleted": 0}
+    pool = check("pools set", "warehouse", "3", "--description", "the DWH", "--reason", "new")
+    assert (pool["name"], pool["slots"], pool["used"], pool["free"]) == ("warehouse", 3, 0, 3)
+    assert [(p["name"], p["slots"]) for p in check("pools list")] == [("warehouse", 3)]
+    assert check("pools delete", "warehouse") == {"name": "warehouse", "deleted": True}
     assert check("db current")["ok"] is True
     assert "revision" in check("db upgrade")
     assert "deleted" in check("db prune", "--older-than", "3650d")
@@ -189,10 +193,11 @@ def test_every_data_command_prints_one_json_document(beatflow: Call) -> None:
         (["dags", "trigger", "no_such_dag"], EXIT_FAILED, "no_such_dag"),
         (["runs", "show", "example_etl", "no-such-run"], EXIT_FAILED, "no-such-run"),
         (["dlq", "show", "987654"], EXIT_FAILED, "987654"),
+        (["pools", "delete", "no_such_pool"], EXIT_FAILED, "no_such_pool"),
         (["runs", "list", "--limit", "0"], EXIT_USAGE, "--limit"),
         (["dags", "trigger", "example_etl", "--conf", "{bad"], EXIT_USAGE, "JSON"),
     ],
-    ids=["unknown-dag", "unknown-run", "unknown-letter", "bad-limit", "bad-conf"],
+    ids=["unknown-dag", "unknown-run", "unknown-letter", "unknown-pool", "bad-limit", "bad-conf"],
 )
 def test_errors_are_one_style_on_stderr_with_the_documented_code(
     beatflow: Call, argv: list[str], code: int, says: str

@@ -69,6 +69,6 @@ def test_records_are_frozen() -> None:
 def test_terminal_task_states_are_the_ones_a_claim_reports_as_done() -> None:
     terminal, every = records.TASK_RUN_TERMINAL_STATES, records.TASK_RUN_STATES
     assert terminal == {"success", "failed", "upstream_failed", "skipped", "cancelled"}
-    assert every - terminal == {"running", "up_for_retry", "cleared"}
+    assert every - terminal == {"running", "up_for_retry", "cleared", "up_for_reschedule"}
     triggers = records.TRIGGERS
     assert triggers == {"scheduled", "manual", "catchup", "backfill", "replay"}

@@ -1,8 +1,8 @@
 """The REST API under /api/v1 (JSON only; OpenAPI at /api/v1/openapi.json), one module per
 resource: DAGs, runs and their verbs, backfills, task runs, dead letters and the audit log,
-access."""
+access, pools."""
 
-from beatflow.web.api import access, backfills, dags, letters, runs, tasks
+from beatflow.web.api import access, backfills, dags, letters, pools, runs, tasks
 from beatflow.web.api.base import router
 from beatflow.web.api.dags import dag_page
 from beatflow.web.api.openapi import openapi_document
@@ -14,6 +14,7 @@ __all__ = [
     "dags",
     "letters",
     "openapi_document",
+    "pools",
     "router",
     "runs",
     "tasks",

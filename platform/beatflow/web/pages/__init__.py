@@ -1,8 +1,18 @@
 """Server-rendered pages (Jinja2) and their form actions, one module per resource: every form
 carries the session's CSRF token and is refused without it."""
 
-from beatflow.web.pages import backfills, dags, live, login, runs
+from beatflow.web.pages import backfills, dags, live, login, pools, runs
 from beatflow.web.pages.base import login_redirect, router
 from beatflow.web.pages.errors import error_page
 
-__all__ = ["backfills", "dags", "error_page", "live", "login", "login_redirect", "router", "runs"]
+__all__ = [
+    "backfills",
+    "dags",
+    "error_page",
+    "live",
+    "login",
+    "login_redirect",
+    "pools",
+    "router",
+    "runs",
+]

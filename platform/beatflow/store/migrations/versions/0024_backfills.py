@@ -3,8 +3,8 @@ the runs it creates or re-runs, oldest first, and ``released`` how many of them 
 so far: at most ``max_active_runs`` of its runs are queued or running at once, the rest wait in
 the plan (not as queued runs), so its cap holds whatever else dispatches the DAG.
 
-Revision ID: 0022
-Revises: 0021
+Revision ID: 0024
+Revises: 0023
 Create Date: 2026-12-06
 """
 
@@ -13,8 +13,8 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0022"
-down_revision = "0021"
+revision = "0024"
+down_revision = "0023"
 branch_labels = None
 depends_on = None
 
