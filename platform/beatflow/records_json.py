@@ -16,6 +16,26 @@ def _iso(value: datetime | None) -> str | None:
     return value.isoformat() if value else None
 
 
+def backfill_json(b: Any, progress: dict[str, int]) -> dict[str, Any]:
+    """A backfill (``store.backfills.BackfillRecord``) with its runs counted by state."""
+    return {
+        "id": b.id,
+        "dag_id": b.dag_id,
+        "state": b.state,
+        "start": _iso(b.start),
+        "end": _iso(b.end),
+        "reprocess": b.reprocess,
+        "max_active_runs": b.max_active_runs,
+        "actor": b.actor,
+        "reason": b.reason,
+        "created_at": _iso(b.created_at),
+        "ended_at": _iso(b.ended_at),
+        "runs_total": len(b.plan),
+        "released": b.released,
+        "progress": progress,
+    }
+
+
 def dag_run_json(r: Any) -> dict[str, Any]:
     return {
         "dag_id": r.dag_id,

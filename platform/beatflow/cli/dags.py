@@ -1,9 +1,9 @@
-"""`beatflow dags list|show|check|trigger|pause|unpause|backfill`."""
+"""`beatflow dags list|show|check|trigger|pause|unpause` (and `backfill`, `backfills`: see
+``cli.backfills``)."""
 
 from __future__ import annotations
 
 import sys
-from datetime import datetime
 from typing import Any
 
 import click
@@ -24,7 +24,6 @@ from beatflow.dag.model import DAG
 from beatflow.errors import BeatflowError
 from beatflow.records_json import dag_run_json, task_run_json
 from beatflow.runtime import runtime_of
-from beatflow.times import parse_instant
 
 
 @click.group()
@@ -320,32 +319,11 @@ def unpause(dag_id: str, reason: str, actor: str, as_json: bool) -> None:
     _set_paused(dag_id, False, actor, reason, as_json)
 
 
-def _parse_date(value: str, name: str) -> datetime:
-    try:
-        return parse_instant(value)
-    except ValueError:
-        raise click.BadParameter(
-            f"{value!r} is not an ISO date such as 2026-11-01 or 2026-11-01T10:00", param_hint=name
-        ) from None
+def _add_backfill_commands() -> None:
+    from beatflow.cli.backfills import backfill, backfills
+
+    dags.add_command(backfill)
+    dags.add_command(backfills)
 
 
-@dags.command()
-@click.argument("dag_id")
-@click.option("--start", required=True, help="First logical date (ISO, inclusive).")
-@click.option("--end", required=True, help="Last logical date (ISO, inclusive).")
-@reason_option
-@actor_option
-@json_option
-def backfill(dag_id: str, start: str, end: str, reason: str, actor: str, as_json: bool) -> None:
-    """Create the scheduled runs of a past range (idempotent: existing runs are kept)."""
-    from beatflow.runs.backfill import backfill as run_backfill
-
-    begin, finish = _parse_date(start, "--start"), _parse_date(end, "--end")
-    if finish < begin:
-        raise click.BadParameter("--end is before --start", param_hint="--end")
-    app = get_app_or_exit()
-    runs = run_backfill(runtime_of(app), dag_id, begin, finish, actor=actor, reason=reason)
-    if as_json:
-        echo_json([dag_run_json(r) for r in runs])
-    else:
-        click.echo(f"{len(runs)} runs for {dag_id} between {begin} and {finish}")
+_add_backfill_commands()

@@ -9,8 +9,9 @@ do the same safe things twice. ``beatflow dev`` runs a worker, so it runs the re
 
 One pass:
 1. dispatches queued runs of DAGs with free slots (a dispatch that failed, a lost trigger);
-2. fails runs past their DAG's ``dagrun_timeout`` (remaining task runs cancelled);
-3. for each running run with no sign of life for ``reconcile_stall_seconds`` (no live lease,
+2. releases the next runs of backfills whose runs ended (``runs.backfill``);
+3. fails runs past their DAG's ``dagrun_timeout`` (remaining task runs cancelled);
+4. for each running run with no sign of life for ``reconcile_stall_seconds`` (no live lease,
    no task run started or ended): closes it if every task is final (the closing step was
    lost), else resumes it by re-sending its canvas (finished task runs return their stored
    results, live leases are respected; a retry waiting for its backoff and a sensor waiting
@@ -36,6 +37,7 @@ from redis.exceptions import LockNotOwnedError
 from beatflow import connections, keys
 from beatflow.errors import BeatflowError, BrokerUnavailableError, DagNotFoundError
 from beatflow.notify.sweep import enqueue_missing, resend_pending
+from beatflow.runs.backfill import advance_backfill
 from beatflow.runs.close import close_run, run_outcome
 from beatflow.runs.dispatch import dispatch_quietly, send_run
 from beatflow.runtime import Runtime, runtime_of
@@ -91,6 +93,12 @@ def reconcile_once(runtime: Runtime, *, now: datetime | None = None) -> PassRepo
     stall = timedelta(seconds=settings.reconcile_stall_seconds)
     for run in store.stalled_dag_runs(stall, limit=limit):
         _reconcile_stalled(runtime, run, stall, report)
+    # backfills whose runs ended: release their next runs under their own max_active_runs
+    for record in store.running_backfills(limit=limit):
+        try:
+            report.dispatched += advance_backfill(runtime, record)
+        except (DagNotFoundError, BrokerUnavailableError) as exc:
+            log.warning("backfill %d of %s waits: %s", record.id, record.dag_id, exc)
     # notifier events whose message, or whose outbox row, was lost (notify.sweep)
     report.notifications = resend_pending(runtime, limit) + enqueue_missing(runtime, limit)
     return report

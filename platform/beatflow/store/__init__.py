@@ -16,6 +16,7 @@ SQLAlchemy; everything above it sees records and beatflow errors.
     dead_letters   failed task runs kept for replay
     notifications  the notifier events' outbox (at most one send per event)
     pools          pools' slot limits, claimed with the claim and given back with the finish
+    backfills      backfills: their plan of runs and how many they released
     run_control    operators' cancel, clear and mark
     audit          who did what, when and why
     task_logs      captured task output

@@ -1,4 +1,4 @@
-"""Asset events and their consumption (data-aware scheduling, migration 0024).
+"""Asset events and their consumption (data-aware scheduling, migration 0025).
 
 An event is one update of an asset: a producing task run's success (``source_key``
 ``task:<dedupe key>#<try>/<asset>``: a redelivered task that finds its key done records nothing
@@ -17,11 +17,12 @@ from typing import Any
 
 import sqlalchemy as sa
 
+from beatflow.store.asset_models import asset_consumptions, asset_events
 from beatflow.store.audit import audit_insert
 from beatflow.store.base import StoreBase
 from beatflow.store.beat_terms import raise_fence
 from beatflow.store.engine import require_aware, utcnow
-from beatflow.store.models import asset_consumptions, asset_events, task_runs
+from beatflow.store.models import task_runs
 from beatflow.store.records import AuditNote, DagRunRecord, ScheduledRunDraft
 from beatflow.store.sql import check_conf, insert_runs, run_values
 

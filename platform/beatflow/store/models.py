@@ -345,38 +345,27 @@ class PoolSlot(Base):
     seen_at: Mapped[datetime]
 
 
-class AssetEvent(Base):
-    """One update of an asset (migration 0024): by a task run's success (``source_key``
-    ``task:<dedupe key>#<try>/<asset>``, so a redelivered task records it once) or from
-    outside (``beatflow assets emit``, the API)."""
+class Backfill(Base):
+    """One backfill (migration 0024): its range, its plan of runs to create or re-run, and how
+    many of them it has released under its own max_active_runs."""
 
-    __tablename__ = "asset_events"
-    __table_args__ = (
-        sa.UniqueConstraint("source_key"),
-        sa.Index(None, "asset", "id"),
-    )
+    __tablename__ = "backfills"
+    __table_args__ = (sa.Index(None, "dag_id", "id"), sa.Index(None, "state"))
 
     id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
-    asset: Mapped[str] = mapped_column(sa.String(250))
-    source_key: Mapped[str] = mapped_column(sa.String(1300))
-    dag_id: Mapped[str | None] = mapped_column(sa.String(250))
-    run_id: Mapped[str | None] = mapped_column(sa.String(250))
-    task_id: Mapped[str | None] = mapped_column(sa.String(250))
-    actor: Mapped[str | None] = mapped_column(sa.String(250))
-    extra: Mapped[dict[str, Any]] = mapped_column(Json)
+    dag_id: Mapped[str] = mapped_column(sa.String(250))
+    state: Mapped[str] = mapped_column(sa.String(20))
+    start: Mapped[datetime]
+    end: Mapped[datetime]
+    reprocess: Mapped[str] = mapped_column(sa.String(20))
+    max_active_runs: Mapped[int] = mapped_column(sa.Integer)
+    conf: Mapped[dict[str, Any]] = mapped_column(Json)
+    plan: Mapped[list[dict[str, Any]]] = mapped_column(Json)
+    released: Mapped[int] = mapped_column(sa.Integer, server_default="0")
+    actor: Mapped[str] = mapped_column(sa.String(250))
+    reason: Mapped[str] = mapped_column(sa.Text)
     created_at: Mapped[datetime]
-
-
-class AssetConsumption(Base):
-    """An asset event consumed by a DAG's asset-triggered run (migration 0024): the primary
-    key lets each event trigger each DAG at most once; written in the run's transaction."""
-
-    __tablename__ = "asset_consumptions"
-
-    dag_id: Mapped[str] = mapped_column(sa.String(250), primary_key=True)
-    event_id: Mapped[int] = mapped_column(sa.BigInteger, primary_key=True)
-    run_id: Mapped[str] = mapped_column(sa.String(250))
-    consumed_at: Mapped[datetime]
+    ended_at: Mapped[datetime | None]
 
 
 dag_runs: sa.Table = DagRun.__table__  # type: ignore[assignment]
@@ -393,5 +382,4 @@ notifications: sa.Table = Notification.__table__  # type: ignore[assignment]
 sensor_pokes: sa.Table = SensorPoke.__table__  # type: ignore[assignment]
 pools: sa.Table = Pool.__table__  # type: ignore[assignment]
 pool_slots: sa.Table = PoolSlot.__table__  # type: ignore[assignment]
-asset_events: sa.Table = AssetEvent.__table__  # type: ignore[assignment]
-asset_consumptions: sa.Table = AssetConsumption.__table__  # type: ignore[assignment]
+backfills: sa.Table = Backfill.__table__  # type: ignore[assignment]

@@ -10,6 +10,7 @@ from beatflow.settings import mask_url
 from beatflow.store import schema
 from beatflow.store.assets import AssetsMixin
 from beatflow.store.audit import AuditMixin
+from beatflow.store.backfills import BackfillsMixin
 from beatflow.store.beat_terms import BeatTermsMixin
 from beatflow.store.browse import BrowseMixin
 from beatflow.store.dag_runs import DagRunsMixin
@@ -48,6 +49,7 @@ class Store(
     AssetsMixin,
     SensorPokesMixin,
     PoolsMixin,
+    BackfillsMixin,
 ):
     """The results database: DAG runs, task runs (claimed by dedupe key), dead letters, pauses.
 

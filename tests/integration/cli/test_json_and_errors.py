@@ -143,6 +143,17 @@ def test_every_data_command_prints_one_json_document(beatflow: Call) -> None:
         "dags backfill", "example_etl", "--start", "2026-01-01T00:00", "--end", "2026-01-01T01:00"
     )
     assert isinstance(backfilled, list) and len(backfilled) == 2
+    plan = check(
+        "dags backfill", "example_etl", "--start", "2026-01-01T00:00", "--end", "2026-01-01T02:00",
+        "--dry-run", "--reprocess", "none",
+    )  # fmt: skip
+    assert [(e["action"], e["logical_date"]) for e in plan] == [
+        ("create", "2026-01-01T02:00:00+00:00")
+    ]
+    [made] = check("dags backfills list", "example_etl")
+    assert (made["runs_total"], made["state"]) == (2, "running"), made
+    ended = check("dags backfills cancel", str(made["id"]), "--reason", "test")
+    assert ended["state"] == "cancelled" and ended["progress"] == {"cancelled": 2}, ended
     assert run_id in {r["run_id"] for r in check("runs list", "example_etl")}
     assert check("runs show", "example_etl", run_id)["tasks"] == []
     assert check("runs cancel", "example_etl", run_id)["state"] == "cancelled"

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from alembic import context
 
+from beatflow.store import asset_models  # noqa: F401 - its tables on Base.metadata
 from beatflow.store.models import Base
 from beatflow.store.schema import VERSION_TABLE
 

@@ -1,8 +1,8 @@
 """The REST API under /api/v1 (JSON only; OpenAPI at /api/v1/openapi.json), one module per
-resource: DAGs, runs and their verbs, task runs, dead letters and the audit log, access, assets,
-pools."""
+resource: DAGs, runs and their verbs, backfills, task runs, dead letters and the audit log,
+access, assets, pools."""
 
-from beatflow.web.api import access, assets, dags, letters, pools, runs, tasks
+from beatflow.web.api import access, assets, backfills, dags, letters, pools, runs, tasks
 from beatflow.web.api.base import router
 from beatflow.web.api.dags import dag_page
 from beatflow.web.api.openapi import openapi_document
@@ -10,6 +10,7 @@ from beatflow.web.api.openapi import openapi_document
 __all__ = [
     "access",
     "assets",
+    "backfills",
     "dag_page",
     "dags",
     "letters",

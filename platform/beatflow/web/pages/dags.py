@@ -14,6 +14,7 @@ from beatflow.web.api import dag_page
 from beatflow.web.deps import conf_from, runtime
 from beatflow.web.graph import render_svg
 from beatflow.web.limits import ApiError, check_id
+from beatflow.web.pages.backfills import backfill_context
 from beatflow.web.pages.base import PageUser, back, check_csrf, render, router
 
 
@@ -67,6 +68,7 @@ def _dag_context(request: Request, dag_id: str, collapsed: str = "") -> dict[str
         "grid": views.grid(dag, recent, tasks),
         "runs": [views.run_json(r) for r in recent],
         "next_cursor": next_cursor,
+        **backfill_context(rt, dag_id),
     }
 
 

@@ -3,8 +3,8 @@ producing task run's success, keyed so a redelivered task records it once, or an
 outside), and ``asset_consumptions``, one row per (DAG, event) an asset-triggered run consumed,
 written in the run's transaction: its primary key lets each event trigger each DAG at most once.
 
-Revision ID: 0024
-Revises: 0023
+Revision ID: 0025
+Revises: 0024
 Create Date: 2026-12-06
 """
 
@@ -13,8 +13,8 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0024"
-down_revision = "0023"
+revision = "0025"
+down_revision = "0024"
 branch_labels = None
 depends_on = None
 
