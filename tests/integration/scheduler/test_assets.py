@@ -22,7 +22,7 @@ from beatflow.cli import main
 from beatflow.dag.compile import compile_run
 from beatflow.runs.dispatch import send_canvas
 from beatflow.store import DagRunRecord
-from beatflow.store.models import asset_events
+from beatflow.store.asset_models import asset_events
 from beatflow.store.records import AuditNote
 from tests.integration.scheduler.beatcluster import BeatCluster
 from tests.procs import wait_for
