@@ -8,12 +8,12 @@ from typing import Any
 from fastapi import Request
 
 from beatflow.settings.accounts import Role
-from beatflow.web import models
+from beatflow.web import ops_models
 from beatflow.web.api.base import AdminUser, ApiUser, router
 from beatflow.web.deps import auth_of
 
 
-@router.get("/me", response_model=models.Me)
+@router.get("/me", response_model=ops_models.Me)
 def who_am_i(who: ApiUser) -> dict[str, Any]:
     """The caller: its name, how it authenticated, its role and what that role may do."""
     return {
@@ -25,7 +25,7 @@ def who_am_i(who: ApiUser) -> dict[str, Any]:
     }
 
 
-@router.get("/access", response_model=models.Access)
+@router.get("/access", response_model=ops_models.Access)
 def list_access(request: Request, who: AdminUser) -> dict[str, Any]:
     """The users and API tokens of the settings with their roles (admins only; no secrets).
     OIDC users are not listed: their role comes from the provider at each login."""

@@ -12,14 +12,14 @@ from beatflow.records_json import backfill_json
 from beatflow.runs import backfill as backfills
 from beatflow.runtime import Runtime
 from beatflow.store.backfills import BackfillRecord
-from beatflow.web import actions, models, views
+from beatflow.web import actions, ops_models, views
 from beatflow.web.api.base import CONFLICT, TOO_LARGE, ApiUser, dag_of, router
 from beatflow.web.api.runs import REASON_CHARS, queued_bound
 from beatflow.web.deps import runtime
 from beatflow.web.limits import ApiError
 
 VERB: dict[int | str, dict[str, Any]] = {**CONFLICT, **TOO_LARGE}
-NO_CANCEL_BODY = models.BackfillCancelBody()
+NO_CANCEL_BODY = ops_models.BackfillCancelBody()
 
 
 def _json(rt: Runtime, record: BackfillRecord) -> dict[str, Any]:
@@ -38,14 +38,21 @@ def _backfill_of(request: Request, dag_id: str, backfill_id: int) -> BackfillRec
 @router.post(
     "/dags/{dag_id}/backfills",
     status_code=201,
-    response_model=models.BackfillCreated,
+    response_model=ops_models.BackfillCreated,
     responses={
         **VERB,
-        200: {"model": models.BackfillCreated, "description": "a dry run's plan (nothing made)"},
+        200: {
+            "model": ops_models.BackfillCreated,
+            "description": "a dry run's plan (nothing made)",
+        },
     },
 )
 def create_backfill(
-    request: Request, response: Response, who: ApiUser, dag_id: str, body: models.BackfillBody
+    request: Request,
+    response: Response,
+    who: ApiUser,
+    dag_id: str,
+    body: ops_models.BackfillBody,
 ) -> dict[str, Any]:
     """Create the runs of the DAG's ticks from start to end (201), or with dry_run answer the
     runs it would create or re-run (200). 400 for a bad range, a range of too many ticks, a
@@ -81,7 +88,7 @@ def create_backfill(
     }
 
 
-@router.get("/dags/{dag_id}/backfills", response_model=models.BackfillPage)
+@router.get("/dags/{dag_id}/backfills", response_model=ops_models.BackfillPage)
 def list_backfills(request: Request, dag_id: str) -> dict[str, Any]:
     """The DAG's latest backfills, newest first, with their runs counted by state."""
     dag_of(request, dag_id)
@@ -90,7 +97,7 @@ def list_backfills(request: Request, dag_id: str) -> dict[str, Any]:
         return {"backfills": [_json(rt, b) for b in rt.store.list_backfills(dag_id)]}
 
 
-@router.get("/dags/{dag_id}/backfills/{backfill_id}", response_model=models.Backfill)
+@router.get("/dags/{dag_id}/backfills/{backfill_id}", response_model=ops_models.Backfill)
 def get_backfill(request: Request, dag_id: str, backfill_id: int) -> dict[str, Any]:
     """One backfill with its runs counted by state."""
     record = _backfill_of(request, dag_id, backfill_id)
@@ -100,7 +107,7 @@ def get_backfill(request: Request, dag_id: str, backfill_id: int) -> dict[str, A
 
 @router.post(
     "/dags/{dag_id}/backfills/{backfill_id}/cancel",
-    response_model=models.Backfill,
+    response_model=ops_models.Backfill,
     responses=VERB,
 )
 def cancel_backfill(
@@ -108,7 +115,7 @@ def cancel_backfill(
     who: ApiUser,
     dag_id: str,
     backfill_id: int,
-    body: models.BackfillCancelBody = NO_CANCEL_BODY,
+    body: ops_models.BackfillCancelBody = NO_CANCEL_BODY,
 ) -> dict[str, Any]:
     """Stop the backfill: no more of its runs are released, those queued or running are
     cancelled (409 when it has ended)."""

@@ -6,7 +6,7 @@ from typing import Any
 
 from fastapi import Path, Query, Request
 
-from beatflow.web import actions, models, views
+from beatflow.web import actions, models, ops_models, views
 from beatflow.web.api.base import CONFLICT, AdminUser, ApiUser, router
 from beatflow.web.deps import runtime
 from beatflow.web.limits import check_id, check_limit
@@ -42,7 +42,7 @@ def replay(request: Request, who: ApiUser, letter_id: int = Path(ge=1, lt=2**63)
     return views.run_json(run)
 
 
-@router.post("/dead-letters/purge", response_model=models.Purged)
+@router.post("/dead-letters/purge", response_model=ops_models.Purged)
 def purge(request: Request, who: AdminUser, body: models.PurgeBody) -> dict[str, Any]:
     """Delete the dead letters (of one DAG, or all): admins only, audited."""
     if body.dag_id is not None:
