@@ -127,15 +127,96 @@ def test_a_missing_feature_is_named_per_file(tmp_path: Path) -> None:
         assert "not supported by beatflow's Airflow layer" in line
 
 
-def test_schedules_map_and_what_is_not_there_yet_says_so(tmp_path: Path) -> None:
+def test_schedules_map_and_what_is_not_there_says_so(tmp_path: Path) -> None:
     head = "import datetime\nfrom airflow import DAG\n"
     write(tmp_path, "delta.py", head + 'DAG("d1", schedule=datetime.timedelta(hours=2))\n')
     write(tmp_path, "manual.py", head + 'DAG("d2", schedule=None)\n')
-    write(tmp_path, "once.py", head + 'DAG("d3", schedule="@once")\n')
+    write(
+        tmp_path,
+        "once.py",
+        head + 'DAG("d3", schedule="@once", start_date=datetime.datetime(2024, 1, 1))\n',
+    )
+    write(tmp_path, "always.py", head + 'DAG("d4", schedule="@continuous")\n')
     bag = load_dags(tmp_path)
     assert bag.dags["d1"].schedule.interval == timedelta(hours=2)  # type: ignore[union-attr]
     assert bag.dags["d2"].schedule is None
-    assert "'@once' (not supported yet)" in bag.errors[0].message
+    assert bag.dags["d3"].schedule is not None
+    assert [e.file.endswith("always.py") for e in bag.errors] == [True]
+    assert "'@continuous'" in bag.errors[0].message
+
+
+GROUPS_FILE = """
+import pendulum
+from airflow.sdk import DAG, Param, task
+from airflow.utils.task_group import TaskGroup
+from airflow.decorators import task_group
+from airflow.operators.empty import EmptyOperator
+
+def noted(context):
+    noted.seen.append((context["ti"].task_id, context["dag_run"].run_id))
+noted.seen = []
+
+with DAG(
+    "af_groups",
+    schedule="@once",
+    start_date=pendulum.datetime(2024, 1, 1, tz="UTC"),
+    params={"n": Param(3, type="integer", minimum=1, description="how many")},
+    default_args={"owner": "data", "on_failure_callback": noted},
+    on_success_callback=noted,
+) as dag:
+    start = EmptyOperator(task_id="start")
+    with TaskGroup("extract", default_args={"retries": 4}) as extract:
+        a = EmptyOperator(task_id="a")
+        b = EmptyOperator(task_id="b", params={"k": Param(1, type="integer")})
+        a >> b
+
+    @task_group
+    def load():
+        @task
+        def put():
+            return 1
+
+        put()
+
+    end = EmptyOperator(task_id="end")
+    start >> extract >> load() >> end
+"""
+
+
+def test_task_groups_params_and_callbacks_map(tmp_path: Path) -> None:
+    write(tmp_path, "groups.py", GROUPS_FILE)
+    bag = load_dags(tmp_path)
+    assert not bag.errors, bag.errors
+    dag = bag.dags["af_groups"]
+    assert list(dag.tasks) == ["start", "extract.a", "extract.b", "end", "load.put"]
+    assert set(dag.groups) == {"extract", "load"}
+    assert dag.groups["extract"].tasks == ["extract.a", "extract.b"]
+    up = {t: spec.order_upstream for t, spec in dag.tasks.items()}
+    assert up["extract.a"] == {"start"} and up["extract.b"] == {"extract.a"}
+    assert up["load.put"] == {"extract.b"} and up["end"] == {"load.put"}
+    assert dag.tasks["extract.a"].retry.retries == 4 and dag.tasks["start"].retry.retries == 0
+    assert dag.params["n"].minimum == 1 and dag.params["n"].description == "how many"
+    assert dag.params["n"].problem(0) is not None and dag.params["n"].problem(5) is None
+    assert dag.schedule is not None
+    callback = dag.tasks["extract.a"].callbacks["failure"][0]
+    callback({"dag_id": "af_groups", "run_id": "r1", "task_id": "extract.a", "event": "failure"})
+    (success,) = dag.callbacks["success"]
+    success({"dag_id": "af_groups", "run_id": "r2", "event": "success"})
+    assert callback.__wrapped__.seen == [("extract.a", "r1"), (None, "r2")]  # type: ignore[attr-defined]
+
+
+def test_what_the_mapped_features_still_lack_is_named(tmp_path: Path) -> None:
+    head = "import datetime\nfrom airflow.sdk import DAG, Param, TaskGroup\n"
+    write(tmp_path, "strlen.py", head + 'DAG("p1", params={"s": Param("x", minLength=2)})\n')
+    write(
+        tmp_path,
+        "flat.py",
+        head + 'with DAG("p2"):\n    TaskGroup("g", prefix_group_id=False)\n',
+    )
+    bag = load_dags(tmp_path)
+    messages = sorted(e.message for e in bag.errors)
+    assert len(messages) == 2
+    assert "minLength" in messages[0] and "prefix_group_id=False" in messages[1]
 
 
 def test_clock_branches_decide_on_the_day_and_the_time() -> None:

@@ -11,6 +11,7 @@ from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
+from beatflow.compat.airflow import groups as airflow_groups
 from beatflow.compat.airflow.finder import unsupported
 from beatflow.dag import authoring
 from beatflow.dag.model import Ref
@@ -42,10 +43,10 @@ _ACCEPTED_AND_IGNORED = {
     "jinja_environment_kwargs",
     "is_paused_upon_creation",
     "deadline",
+    "on_success_callback",  # passed on: DAG callbacks
+    "on_failure_callback",
 }
 _NOT_SUPPORTED = {
-    "on_success_callback": "DAG callbacks (not supported yet)",
-    "on_failure_callback": "DAG callbacks (not supported yet)",
     "sla_miss_callback": "SLA miss callbacks",
     "user_defined_macros": "user_defined_macros",
     "user_defined_filters": "user_defined_filters",
@@ -66,8 +67,6 @@ def _schedule(value: Any) -> str | timedelta | None:
     if value is None or isinstance(value, timedelta):
         return value
     if isinstance(value, str):
-        if value == "@once":
-            raise unsupported("schedule '@once'", "not supported yet")
         if value == "@continuous":
             raise unsupported("schedule '@continuous'")
         return value
@@ -110,11 +109,7 @@ class DAG(authoring.DAG):
                 raise unsupported(f"DAG({key}=...)")
         self.airflow_defaults = dict(default_args or {})
         start = start_date or self.airflow_defaults.get("start_date")
-        declared = {}
-        for name, value in (params or {}).items():
-            if type(value).__name__ == "Param":
-                raise unsupported("airflow.sdk.Param", "JSON-Schema params (not supported yet)")
-            declared[name] = value
+        declared = dict(params or {})  # values or Params (airflow Param is beatflow's)
         self.doc_md = kwargs.get("doc_md")
         super().__init__(
             dag_id,
@@ -128,6 +123,8 @@ class DAG(authoring.DAG):
             dagrun_timeout=dagrun_timeout,
             params=declared,
             description=description or "",
+            on_success_callback=airflow_groups.callbacks(kwargs.get("on_success_callback")),
+            on_failure_callback=airflow_groups.callbacks(kwargs.get("on_failure_callback")),
         )
         self.operators: dict[str, BaseOperator] = {}
         self.finalized = False
@@ -205,16 +202,20 @@ def dag(fn: Callable[..., Any] | None = None, /, **options: Any) -> Any:
     return wrap(fn) if fn is not None else wrap
 
 
-def operators_of(value: Any) -> list[BaseOperator]:
-    """The operators a ``>>`` operand names: an operator, an XComArg, or a list of them."""
+def operators_of(value: Any, ends: str = "roots") -> list[BaseOperator]:
+    """The operators a ``>>`` operand names: an operator, an XComArg, a task group (its
+    ``roots`` or ``leaves``), or a list of them."""
     from beatflow.compat.airflow.operators import BaseOperator, XComArg
 
     if isinstance(value, BaseOperator):
         return [value]
     if isinstance(value, XComArg):
         return [value.operator]
+    if isinstance(value, airflow_groups.TaskGroup):
+        ids = value.roots() if ends == "roots" else value.leaves()
+        return [value.airflow_dag.operators[t] for t in ids]
     if isinstance(value, list | tuple | set):
-        return [op for v in value for op in operators_of(v)]
+        return [op for v in value for op in operators_of(v, ends)]
     raise DagDefinitionError(f"cannot make a dependency with {type(value).__name__} {value!r:.60}")
 
 
@@ -222,8 +223,8 @@ def link(upstream: Any, downstream: Any) -> None:
     if isinstance(downstream, Label):
         downstream.upstream.append(upstream)
         return
-    for down in operators_of(downstream):
-        for up in operators_of(upstream):
+    for down in operators_of(downstream, "roots"):
+        for up in operators_of(upstream, "leaves"):
             down.spec.order_upstream.add(up.task_id)
 
 

@@ -65,6 +65,13 @@ SUPPORTED_MODULES = frozenset(
         "airflow.utils.helpers",
         "airflow.utils.trigger_rule",
         "airflow.utils.timezone",
+        "airflow.utils.task_group",
+        "airflow.models.param",
+        "airflow.sdk.definitions.taskgroup",
+        "airflow.sdk.definitions.param",
+        "airflow.sdk.definitions.decorators",
+        "airflow.sdk.definitions.decorators.task_group",
+        "airflow.decorators.task_group",
     }
 )
 
@@ -79,8 +86,6 @@ UNSUPPORTED_MODULES: Mapping[str, str] = {
     "airflow.providers.standard.operators.trigger_dagrun": "TriggerDagRunOperator",
     "airflow.operators.trigger_dagrun": "TriggerDagRunOperator",
     "airflow.providers.standard.operators.hitl": "human-in-the-loop operators",
-    "airflow.utils.task_group": "task groups (not supported yet)",
-    "airflow.models.param": "JSON-Schema Param (not supported yet)",
     "airflow.listeners": "listeners",
     "airflow.plugins_manager": "plugins",
     "airflow.io": "object storage",

@@ -16,6 +16,7 @@ from beatflow.compat.airflow.clock import (
 )
 from beatflow.compat.airflow.dag import DAG, Label, chain, cross_downstream, dag
 from beatflow.compat.airflow.decorators import task
+from beatflow.compat.airflow.groups import Param, TaskGroup, task_group
 from beatflow.compat.airflow.operators import BaseOperator, XComArg
 from beatflow.compat.airflow.running import get_current_context
 from beatflow.compat.airflow.standard import (
@@ -94,6 +95,9 @@ NAMES: dict[str, Any] = {
     "get_current_context": get_current_context,
     "days_ago": days_ago,
     "timezone": timezone,
+    "TaskGroup": TaskGroup,
+    "task_group": task_group,
+    "Param": Param,
 }
 
 UNSUPPORTED_NAMES: dict[str, str] = {
@@ -103,10 +107,7 @@ UNSUPPORTED_NAMES: dict[str, str] = {
     "Dataset": "assets",
     "Metadata": "assets",
     "asset": "assets",
-    "TaskGroup": "task groups (not supported yet)",
-    "task_group": "task groups (not supported yet)",
-    "Param": "JSON-Schema params (not supported yet)",
-    "ParamsDict": "JSON-Schema params (not supported yet)",
+    "ParamsDict": "ParamsDict (use a dict of Param)",
     "BaseSensorOperator": "sensors",
     "PokeReturnValue": "sensors",
     "Variable": "Airflow Variables",

@@ -10,10 +10,12 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import timedelta
 from typing import Any
 
+from beatflow.compat.airflow import groups as airflow_groups
 from beatflow.compat.airflow import running
 from beatflow.compat.airflow.dag import DAG, caller, current_dag, link
 from beatflow.compat.airflow.finder import unsupported
-from beatflow.dag.model import TRIGGER_RULES, RetryPolicy, TaskSpec, map_leaves
+from beatflow.dag import groups
+from beatflow.dag.model import CALLBACK_EVENTS, TRIGGER_RULES, RetryPolicy, TaskSpec, map_leaves
 from beatflow.errors import DagDefinitionError, InvalidIdError
 from beatflow.ids import check_task_id
 
@@ -152,9 +154,9 @@ def _checked_options(
 ) -> str:
     """Refuse the operator arguments the layer lacks (naming them); the trigger rule to use."""
     explicit = dict(given)
+    if explicit.get("on_execute_callback", d.get("on_execute_callback")) is not None:
+        raise unsupported("on_execute_callback", "callbacks before a task runs")
     for name in _CALLBACKS:
-        if explicit.get(name, d.get(name)) is not None:
-            raise unsupported(name, "callbacks (not supported yet)")
         explicit.pop(name, None)
     for key in explicit:
         if key not in _IGNORED and key != "outlets":
@@ -209,8 +211,15 @@ class BaseOperator:
                 file=file,
                 line=line,
             )
-        d = {**owner.airflow_defaults, **(default_args or {})}
+        group = airflow_groups.open_group(owner)
+        outer = group.airflow_defaults if group is not None else {}
+        d = {**owner.airflow_defaults, **outer, **(default_args or {})}
         rule = _checked_options(type(self).__name__, kwargs, d, pool, trigger_rule)
+        task_id = groups.qualify(groups.current(owner.model), task_id)  # extract.load
+        callbacks = {}  # Airflow's on_<event>_callback, given or from default_args
+        for event in CALLBACK_EVENTS:
+            name = f"on_{event}_callback"
+            callbacks[event] = airflow_groups.callbacks(kwargs.get(name, d.get(name)))
         try:
             check_task_id(task_id)
         except InvalidIdError as exc:
@@ -229,7 +238,7 @@ class BaseOperator:
         self.do_xcom_push = do_xcom_push
         if multiple_outputs is not None:
             self.multiple_outputs = multiple_outputs
-        self.params = dict(params or {})
+        self.params = {k: airflow_groups.param_value(v) for k, v in (params or {}).items()}
         self.expanded: str | None = None
         self.spec = TaskSpec(
             task_id=task_id,
@@ -245,10 +254,12 @@ class BaseOperator:
             queue=pick("queue", queue),
             trigger_rule=rule,
             control=self.control,
+            callbacks={e: tuple(fns) for e, fns in callbacks.items() if fns},
             file=file,
             line=line,
         )
         owner.model.add_task(self.spec)
+        groups.add_member(owner.model, task_id)
         owner.operators[task_id] = self
 
     # ---------------------------------------------------------------- authoring
