@@ -1,9 +1,13 @@
 """Airflow DAG files, unchanged, run by a real beatflow worker: TaskFlow results and
-multiple_outputs, keyed xcom_push/xcom_pull, Jinja templates, BashOperator, retries."""
+multiple_outputs, keyed xcom_push/xcom_pull, Jinja templates, BashOperator, retries, task groups,
+Param and callbacks."""
 
 from __future__ import annotations
 
+import json
+
 from tests.cluster import Cluster
+from tests.procs import wait_for
 
 
 def test_taskflow_xcom_and_templates_run(airflow_cluster: Cluster) -> None:
@@ -32,3 +36,20 @@ def test_branches_short_circuits_and_skips_end_skipped(airflow_cluster: Cluster)
         "skip_me": "skipped",
         "bash_skips": "skipped",
     }, states
+
+
+def test_task_groups_params_and_callbacks_run(airflow_cluster: Cluster) -> None:
+    run, tasks = airflow_cluster.run("af_groups", conf={"n": 3})
+    states = {k: t.state for k, t in tasks.items()}
+    assert run.state == "failed", airflow_cluster.log_tail()
+    assert states["start"] == "success" and states["work.double"] == "success", states
+    assert tasks["work.double"].result == 6
+    assert states["work.fail"] == "failed" and states.get("end", "upstream_failed") != "success"
+    marks = airflow_cluster.tmp / "marks" / f"af-{run.run_id}.jsonl"
+
+    def seen() -> list[list[object]]:
+        lines = marks.read_text().splitlines() if marks.exists() else []
+        return sorted((json.loads(line)[:2] for line in lines), key=str)
+
+    wait_for(lambda: len(seen()) >= 2, timeout=30, message="the two failure callbacks")
+    assert seen() == [["failure", "work.fail"], ["failure", None]]
