@@ -171,6 +171,16 @@ def test_every_data_command_prints_one_json_document(beatflow: Call) -> None:
     assert (pool["name"], pool["slots"], pool["used"], pool["free"]) == ("warehouse", 3, 0, 3)
     assert [(p["name"], p["slots"]) for p in check("pools list")] == [("warehouse", 3)]
     assert check("pools delete", "warehouse") == {"name": "warehouse", "deleted": True}
+    event = check("assets emit", "warehouse.orders", "--extra", '{"rows": 3}', "--reason", "load")
+    assert (event["asset"], event["source"], event["extra"]) == (
+        "warehouse.orders",
+        "external",
+        {"rows": 3},
+    )
+    listed = {a["name"]: a for a in check("assets list")}
+    assert listed["warehouse.orders"]["event_count"] >= 1
+    shown = check("assets show", "warehouse.orders")
+    assert shown["events"][0]["id"] == event["id"]
     assert check("db current")["ok"] is True
     assert "revision" in check("db upgrade")
     assert "deleted" in check("db prune", "--older-than", "3650d")
