@@ -8,7 +8,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable, Mapping, Sequence
 from datetime import timedelta
-from typing import Any
+from typing import Any, Self
 
 from beatflow.compat.airflow import groups as airflow_groups
 from beatflow.compat.airflow import running
@@ -55,7 +55,28 @@ _CALLBACKS = (
 )
 
 
-class XComArg:
+class _Linked:
+    """``a >> b``, ``a << b`` and their reflections (a list on the left) as Airflow writes
+    them, for operators and their outputs alike: each records an edge with ``link``."""
+
+    def __rshift__(self, other: Any) -> Any:
+        link(self, other)
+        return other
+
+    def __lshift__(self, other: Any) -> Any:
+        link(other, self)
+        return other
+
+    def __rrshift__(self, other: Any) -> Self:
+        link(other, self)
+        return self
+
+    def __rlshift__(self, other: Any) -> Self:
+        link(self, other)
+        return self
+
+
+class XComArg(_Linked):
     """An operator's result as an input of another (``task_a()`` passed to ``task_b``), or one
     key of it (``result["key"]``)."""
 
@@ -68,22 +89,6 @@ class XComArg:
 
     @property
     def output(self) -> XComArg:
-        return self
-
-    def __rshift__(self, other: Any) -> Any:
-        link(self, other)
-        return other
-
-    def __lshift__(self, other: Any) -> Any:
-        link(other, self)
-        return other
-
-    def __rrshift__(self, other: Any) -> XComArg:
-        link(other, self)
-        return self
-
-    def __rlshift__(self, other: Any) -> XComArg:
-        link(self, other)
         return self
 
     def __iter__(self) -> Any:
@@ -173,7 +178,7 @@ def _checked_options(
     return rule
 
 
-class BaseOperator:
+class BaseOperator(_Linked):
     """``airflow.models.BaseOperator``: subclass it and write ``execute(self, context)``."""
 
     template_fields: Sequence[str] = ()
@@ -275,22 +280,6 @@ class BaseOperator:
     @property
     def dag_id(self) -> str:
         return self.dag.dag_id
-
-    def __rshift__(self, other: Any) -> Any:
-        link(self, other)
-        return other
-
-    def __lshift__(self, other: Any) -> Any:
-        link(other, self)
-        return other
-
-    def __rrshift__(self, other: Any) -> BaseOperator:
-        link(other, self)
-        return self
-
-    def __rlshift__(self, other: Any) -> BaseOperator:
-        link(self, other)
-        return self
 
     def set_downstream(self, other: Any) -> None:
         link(self, other)
