@@ -12,7 +12,10 @@ prefork -c 2 (--concurrency), the same -l; the raw app is bench/raw_app.py in it
 (never beatflow's), consuming its own queue ``raw`` on the same node; beatflow's results DB is
 PostgreSQL. Rows run interleaved (raw, beatflow, raw, ...; the first side rotates by round) and
 print medians with the ratio beatflow / raw; the throughput rows print tasks per second on each
-side and raw / beatflow (the issue's bar: within 1.5x).
+side and raw / beatflow (the issue's bar: within 1.5x). A third side, raw + 2 commits (the
+durable floor: ``raw.durable`` of bench/raw_app.py, the same no-op plus a claim and a finish
+committed through bare psycopg), runs in the same raw worker and says what durability alone costs
+on the node; ``--no-durable`` leaves it out.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
+import psycopg
 import redis
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -35,6 +39,7 @@ sys.path[:0] = [str(ROOT / "platform"), str(ROOT), str(ROOT / "bench")]
 
 from bench_throughput import (  # noqa: E402
     BENCH_DAGS,
+    DURABLE,
     Bench,
     PgMeter,
     fresh_database,
@@ -56,10 +61,12 @@ class Row:
     label: str
     raw: Callable[[], None]
     beatflow: Callable[[], None]
+    durable: Callable[[], None] | None = None  # raw Celery with a durable claim and finish
     task_runs: int = 0  # > 0: a throughput row (tasks per second)
     repeat: int = 1
     raw_times: list[float] = field(default_factory=list)
     bf_times: list[float] = field(default_factory=list)
+    durable_times: list[float] = field(default_factory=list)
 
 
 def rows(b: Bench) -> list[Row]:
@@ -68,6 +75,7 @@ def rows(b: Bench) -> list[Row]:
             "10-task chain, trigger -> final",
             lambda: b.raw_chain(10),
             lambda: b.bf_one("b_chain10"),
+            durable=lambda: b.raw_chain(10, DURABLE),
             repeat=CHAIN_SAMPLES,
         ),
         Row("1 -> 100 -> 1", lambda: b.raw_fan(100), lambda: b.bf_one("b_fan100")),
@@ -75,28 +83,34 @@ def rows(b: Bench) -> list[Row]:
             "200 runs of a 5-task chain at once",
             lambda: b.raw_many_chains(200, 5),
             lambda: b.bf_many("b_chain5", 200),
+            durable=lambda: b.raw_many_chains(200, 5, DURABLE),
             task_runs=1000,
         ),
         Row(
             "500 one-task runs at once",
             lambda: b.raw_many(500),
             lambda: b.bf_many("b_one", 500),
+            durable=lambda: b.raw_many(500, DURABLE),
             task_runs=500,
         ),
     ]
 
 
 def report(done: list[Row]) -> None:
-    print("\nRabbitMQ: beatflow vs a stock Celery app on the same node (medians)")
-    print(f"{'row':<40} {'raw':>9} {'beatflow':>9} {'bf/raw':>7} {'raw tasks/s':>12} "
-          f"{'bf tasks/s':>11} {'within 1.5x':>12}")  # fmt: skip
+    print("\nRabbitMQ: beatflow vs a stock Celery app on one node (medians; floor = raw + 2c)")
+    print(f"{'row':<36} {'raw':>8} {'floor':>8} {'beatflow':>9} {'bf/raw':>7} {'floor/raw':>9} "
+          f"{'bf/floor':>8} {'tasks/s raw·floor·bf':>22} {'within 1.5x':>12}")  # fmt: skip
     for r in done:
         raw, bf = statistics.median(r.raw_times), statistics.median(r.bf_times)
-        line = f"{r.label:<40} {raw:>8.3f}s {bf:>8.3f}s {bf / raw:>6.2f}x"
+        floor = statistics.median(r.durable_times) if r.durable_times else None
+        line = f"{r.label:<36} {raw:>7.3f}s "
+        line += f"{floor:>7.3f}s " if floor else f"{'':>8} "
+        line += f"{bf:>8.3f}s {bf / raw:>6.2f}x "
+        line += f"{floor / raw:>8.2f}x {bf / floor:>7.2f}x" if floor else f"{'':>9} {'':>8}"
         if r.task_runs:
-            raw_rate, bf_rate = r.task_runs / raw, r.task_runs / bf
-            ok = "yes" if raw_rate / bf_rate <= 1.5 else "NO"
-            line += f" {raw_rate:>12,.0f} {bf_rate:>11,.0f} {ok:>12}"
+            rates = [r.task_runs / t for t in (raw, floor or 0.0, bf) if t]
+            ok = "yes" if bf / raw <= 1.5 else "NO"
+            line += f" {' · '.join(f'{x:,.0f}' for x in rates):>22} {ok:>12}"
         print(line, flush=True)
 
 
@@ -109,6 +123,9 @@ def main() -> None:
     parser.add_argument("--db", default="bench_rabbitmq")
     parser.add_argument("--concurrency", type=int, default=2)
     parser.add_argument("--loglevel", default="info")
+    parser.add_argument(
+        "--no-durable", action="store_true", help="leave out the raw + 2 commits side"
+    )
     args = parser.parse_args()
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
 
@@ -136,6 +153,7 @@ def run(args: argparse.Namespace, tmp: Path, amqp: str) -> None:
         BENCH_DAGS.replace("MAP_WIDTH", "10").replace("BEAT_DAGS", "0")
     )
     dsn = fresh_database(args.pg, args.db)
+    durable_dsn = fresh_database(args.pg, f"{args.db}_durable")
     bf_redis, raw_redis = f"{args.redis}/3", f"{args.redis}/4"
     for url in (bf_redis, raw_redis):
         redis.Redis.from_url(url).flushdb()
@@ -154,6 +172,9 @@ def run(args: argparse.Namespace, tmp: Path, amqp: str) -> None:
     os.environ["RAW_RESULT_BACKEND"] = raw_redis
     import raw_app
 
+    with psycopg.connect(durable_dsn, autocommit=True) as conn:
+        conn.execute(raw_app.DURABLE_TABLE)
+
     app = create_app(settings)
     worker = procs.celery_worker(
         tmp, env, queues=settings.default_queue, concurrency=args.concurrency,
@@ -164,7 +185,7 @@ def run(args: argparse.Namespace, tmp: Path, amqp: str) -> None:
          "-c", str(args.concurrency), "-Q", "raw", "-n", "raw@%h", "--without-mingle",
          "--without-gossip", "-l", args.loglevel],
         {**os.environ, "PYTHONPATH": str(ROOT / "bench"), "RAW_BROKER_URL": amqp,
-         "RAW_RESULT_BACKEND": raw_redis},
+         "RAW_RESULT_BACKEND": raw_redis, "RAW_DURABLE_DSN": durable_dsn},
         tmp / "raw-worker.log",
         name="raw",
     )  # fmt: skip
@@ -182,13 +203,20 @@ def run(args: argparse.Namespace, tmp: Path, amqp: str) -> None:
         for rnd in range(args.rounds):
             for row in table:
                 sides = [(row.raw, row.raw_times), (row.beatflow, row.bf_times)]
+                if row.durable is not None and not args.no_durable:
+                    sides.insert(1, (row.durable, row.durable_times))
                 for sample in range(row.repeat):
-                    k = (rnd + sample) % 2
+                    k = (rnd + sample) % len(sides)
                     for fn, out in sides[k:] + sides[:k]:
                         out.append(timed(fn))
+                floor_now = (
+                    f" raw+2c {statistics.median(row.durable_times[-row.repeat :]):.3f}s"
+                    if row.durable_times
+                    else ""
+                )
                 print(
                     f"round {rnd + 1} {row.label}: raw "
-                    f"{statistics.median(row.raw_times[-row.repeat :]):.3f}s beatflow "
+                    f"{statistics.median(row.raw_times[-row.repeat :]):.3f}s{floor_now} beatflow "
                     f"{statistics.median(row.bf_times[-row.repeat :]):.3f}s",
                     flush=True,
                 )
