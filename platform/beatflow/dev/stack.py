@@ -55,6 +55,18 @@ class StackInfo:
     web_password: str = ""
 
 
+@dataclass(frozen=True, slots=True)
+class Listener:
+    """An HTTP child of the stack: how to start it on a port, and the URL that answers once
+    it is up (``{port}`` in it); ``variable`` names the setting that fixes its port."""
+
+    name: str
+    argv_for: Callable[[int], list[str]]
+    url_template: str
+    port: int
+    variable: str
+
+
 @dataclass
 class DevStack:
     """One embedded stack rooted at ``cwd``; ``environ`` is what children inherit and
@@ -179,31 +191,33 @@ class DevStack:
                         str(run / f"beat-{i}.celery.pid"),
                     ],
                 )
-        flower_port = self._start_listener(
-            "flower",
-            lambda port: [*celery, "flower", f"--port={port}", "--address=127.0.0.1"],
-            "http://127.0.0.1:{port}/",
-            flower_port,
-            "BEATFLOW_FLOWER_PORT",
+        exporter = "import sys; from beatflow.cli import main; sys.exit(main())"
+        cli = [sys.executable, "-c", exporter]  # `beatflow …` with this interpreter
+        flower_port, metrics_port, web_port = self._start_listeners(
+            Listener(
+                "flower",
+                lambda port: [*celery, "flower", f"--port={port}", "--address=127.0.0.1"],
+                "http://127.0.0.1:{port}/",
+                flower_port,
+                "BEATFLOW_FLOWER_PORT",
+            ),
+            Listener(
+                "exporter",
+                lambda _port: [*cli, "exporter"],
+                "http://127.0.0.1:{port}/metrics",
+                metrics_port,
+                "BEATFLOW_METRICS_PORT",
+            ),
+            Listener(
+                "web",
+                lambda port: [*cli, "web", "--host=127.0.0.1", f"--port={port}"],
+                "http://127.0.0.1:{port}/healthz",
+                web_port,
+                "BEATFLOW_WEB_PORT",
+            ),
         )
         flower_url = f"http://127.0.0.1:{flower_port}/"
-        exporter = "import sys; from beatflow.cli import main; sys.exit(main())"
-        metrics_port = self._start_listener(
-            "exporter",
-            lambda _port: [sys.executable, "-c", exporter, "exporter"],
-            "http://127.0.0.1:{port}/metrics",
-            metrics_port,
-            "BEATFLOW_METRICS_PORT",
-        )
         metrics_url = f"http://127.0.0.1:{metrics_port}/metrics"
-        cli = [sys.executable, "-c", exporter]  # `beatflow …` with this interpreter
-        web_port = self._start_listener(
-            "web",
-            lambda port: [*cli, "web", "--host=127.0.0.1", f"--port={port}"],
-            "http://127.0.0.1:{port}/healthz",
-            web_port,
-            "BEATFLOW_WEB_PORT",
-        )
 
         worker_node = node.replace("%h", socket.gethostname())
         self._wait_for_worker(settings, worker_node, ready_timeout)
@@ -297,27 +311,35 @@ class DevStack:
             f"{self.supervisor.log_dir / 'worker.log'}"
         )
 
-    def _start_listener(
-        self,
-        name: str,
-        argv_for: Callable[[int], list[str]],
-        url_template: str,
-        port: int,
-        variable: str,
-    ) -> int:
-        """Start an HTTP child and wait for it; if another process took the port we chose in
-        the meantime, start it again on a new one. Returns the port it listens on."""
-        for _attempt in range(3):
-            self.child_env[variable] = str(port)
-            child = self._spawn(name, argv_for(port))
-            if self._wait_for_http(url_template.format(port=port), child, timeout=30.0):
+    def _start_listeners(self, *listeners: Listener) -> list[int]:
+        """Start the HTTP children all at once (each imports for a second or two), then wait
+        for each; one whose port another process took in the meantime starts again on a new
+        port. Returns the ports they listen on, in order."""
+        started = []
+        for listener in listeners:
+            self.child_env[listener.variable] = str(listener.port)
+            started.append(self._spawn(listener.name, listener.argv_for(listener.port)))
+        return [
+            self._listening(listener, child)
+            for listener, child in zip(listeners, started, strict=True)
+        ]
+
+    def _listening(self, listener: Listener, child: Child) -> int:
+        port = listener.port
+        for attempt in range(3):
+            if attempt:
+                self.child_env[listener.variable] = str(port)
+                child = self._spawn(listener.name, listener.argv_for(port))
+            if self._wait_for_http(listener.url_template.format(port=port), child, timeout=30.0):
                 return port
-            if self.environ.get(variable) or "Address already in use" not in child.log_tail():
+            if self.environ.get(listener.variable) or "Address already in use" not in (
+                child.log_tail()
+            ):
                 break
             self.supervisor.forget(child)
             port = local_redis.free_port()
         raise DevStackError(
-            f"{name} exited with code {child.returncode()} at start; its log "
+            f"{listener.name} exited with code {child.returncode()} at start; its log "
             f"({child.log_path}) ends with:\n{child.log_tail()}"
         )
 
