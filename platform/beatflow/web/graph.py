@@ -1,24 +1,25 @@
-"""A DAG drawn as SVG on the server: tasks in columns by depth (longest path from a root), edges
-as curves, each task coloured by its state in one run when a run is given. Task groups are boxes
-around their tasks; a collapsed group is one node (its tasks' worst state), and each group's
-label links to the page with that group toggled (``toggle(group_id)`` gives the URL)."""
+"""A DAG drawn as SVG on the server, laid out in layers from left to right (graph_layout: a
+Sugiyama layout whose edges never run under a node), each task coloured by its state in one run
+when a run is given. Task groups are boxes around their tasks and nothing else; a collapsed group
+is one node (its tasks' worst state), and each group's label links to the page with that group
+toggled (``toggle(group_id)`` gives the URL). The same DAG gives the same SVG."""
 
 from __future__ import annotations
 
-import graphlib
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable, Collection, Mapping, Sequence
 from html import escape
+from typing import Any
+from urllib.parse import urlencode
 
 from beatflow.dag import groups
 from beatflow.dag.model import DAG
-from beatflow.dag.render import levels
+from beatflow.web.graph_layout import Box, Layout, layered
 
-BOX_W, BOX_H, GAP_X, GAP_Y, PAD = 170, 30, 60, 16, 10
-GROUP_GAP_Y, GROUP_PAD = 40, 8  # room for a group's label above its tasks
 GROUP_PREFIX = "group:"
-# a collapsed group shows the first of these its tasks are in
-_WORST = ("failed", "upstream_failed", "running", "up_for_retry", "queued", "cancelled",
-          "skipped", "success")  # fmt: skip
+# a collapsed group shows the first of these its tasks are in ("none": one has not run yet, so
+# the group is not done)
+_WORST = ("failed", "upstream_failed", "running", "up_for_retry", "up_for_reschedule", "queued",
+          "cleared", "none", "cancelled", "skipped", "success")  # fmt: skip
 
 
 def visible_nodes(dag: DAG, collapsed: Collection[str]) -> dict[str, str]:
@@ -51,73 +52,9 @@ def view_graph(
     return nodes, ups
 
 
-def _depths(dag: DAG, nodes: list[str], ups: Mapping[str, Mapping[str, bool]]) -> dict[str, int]:
-    try:
-        order = list(graphlib.TopologicalSorter({n: set(ups[n]) for n in nodes}).static_order())
-    except graphlib.CycleError:  # a collapsed group both before and after a task: by its tasks
-        full = levels(dag)
-        node_of = visible_nodes(dag, {n[len(GROUP_PREFIX) :] for n in nodes})
-        out: dict[str, int] = {}
-        for tid, node in node_of.items():
-            out[node] = min(out.get(node, full[tid]), full[tid])
-        return out
-    depth: dict[str, int] = {}
-    for n in order:
-        depth[n] = 1 + max((depth[u] for u in ups[n]), default=-1)
-    return depth
-
-
-def layout(dag: DAG, collapsed: Collection[str] = ()) -> dict[str, tuple[int, int]]:
-    """Top-left corner of each node's box (tasks, and collapsed groups as ``group:<id>``)."""
-    nodes, ups = view_graph(dag, collapsed)
-    depth = _depths(dag, nodes, ups)
-    owner = groups.group_of(dag)
-    # tasks of one group next to each other in a column: sort by the group's place
-    rank = {gid: i for i, gid in enumerate(dag.groups)}
-
-    def key(n: str) -> tuple[int, tuple[int, ...], int]:
-        gid = n[len(GROUP_PREFIX) :] if n.startswith(GROUP_PREFIX) else owner.get(n)
-        path = tuple(rank[g] for g in groups.ancestry(dag, gid)) if gid else ()
-        return depth[n], path, nodes.index(n)
-
-    gap = GROUP_GAP_Y if dag.groups else GAP_Y
-    rows: dict[int, int] = {}
-    out: dict[str, tuple[int, int]] = {}
-    top = PAD + (GROUP_GAP_Y - GAP_Y if dag.groups else 0)
-    left = PAD + (GROUP_PAD + 12 if dag.groups else 0)  # room for the outermost group's box
-    for n in sorted(nodes, key=key):
-        col = depth[n]
-        row = rows.get(col, 0)
-        rows[col] = row + 1
-        out[n] = (left + col * (BOX_W + GAP_X), top + row * (BOX_H + gap))
-    return out
-
-
 def _state_of_group(dag: DAG, gid: str, states: Mapping[str, str]) -> str:
     present = {states.get(t, "none") for t in groups.members(dag, gid)}
     return next((s for s in _WORST if s in present), "none")
-
-
-def _group_boxes(
-    dag: DAG, pos: Mapping[str, tuple[int, int]], collapsed: Collection[str]
-) -> list[tuple[str, int, int, int, int]]:
-    """(group id, x, y, width, height) of each expanded group with something shown."""
-    node_of = visible_nodes(dag, collapsed)
-    boxes = []
-    for gid in dag.groups:
-        if any(g in collapsed for g in groups.ancestry(dag, gid)):
-            continue
-        shown = {node_of[t] for t in groups.members(dag, gid)}
-        if not shown:
-            continue
-        nest = len(groups.ancestry(dag, gid))
-        inner = max(0, 4 - nest) * 3  # an outer group's box a little larger than its children
-        xs = [pos[n][0] for n in shown]
-        ys = [pos[n][1] for n in shown]
-        x, y = min(xs) - GROUP_PAD - inner, min(ys) - 22 - inner
-        boxes.append((gid, x, y, max(xs) + BOX_W + GROUP_PAD + inner - x,
-                      max(ys) + BOX_H + GROUP_PAD + inner - y))  # fmt: skip
-    return boxes
 
 
 def render_svg(
@@ -129,13 +66,13 @@ def render_svg(
     toggle: Callable[[str], str] | None = None,
 ) -> str:
     """The SVG text (inline in a page); ``states`` task_id -> state, ``links`` task_id -> URL,
-    ``collapsed`` the groups drawn as one node, ``toggle(group_id)`` the URL that flips one."""
+    ``collapsed`` the groups drawn as one node, ``toggle(group_id)`` the URL that flips one.
+    Its size is its natural one; the page's CSS scales it down to the width of its box."""
     states = states or {}
     collapsed = set(collapsed) & set(dag.groups)
-    pos = layout(dag, collapsed)
+    lay = layout(dag, collapsed)
     _, ups = view_graph(dag, collapsed)
-    width = max((x for x, _ in pos.values()), default=0) + BOX_W + PAD + GROUP_PAD * 3
-    height = max((y for _, y in pos.values()), default=0) + BOX_H + PAD + GROUP_PAD * 3
+    width, height = _n(lay.width), _n(lay.height)
     parts = [
         f'<svg xmlns="http://www.w3.org/2000/svg" class="graph" width="{width}" '
         f'height="{height}" viewBox="0 0 {width} {height}" role="img" '
@@ -144,39 +81,106 @@ def render_svg(
         'markerHeight="6" orient="auto-start-reverse"><path d="M 0 0 L 10 5 L 0 10 z" '
         'class="arrow"/></marker></defs>',
     ]
-    for gid, x, y, w, h in _group_boxes(dag, pos, collapsed):
+    for gid, box in lay.groups.items():
         spec = dag.groups[gid]
-        label = f"▾ {spec.label}"
-        text = f'<text x="{x + 8}" y="{y + 15}">{escape(label)}</text>'
+        text = f'<text x="{_n(box.x + 8)}" y="{_n(box.y + 17)}">{escape("▾ " + spec.label)}</text>'
         if toggle is not None:
             text = f'<a href="{escape(toggle(gid))}" class="group-toggle">{text}</a>'
         parts.append(
             f'<g class="group" data-group="{escape(gid)}"><title>{escape(gid)}'
             f"{': ' + escape(spec.tooltip) if spec.tooltip else ''} (click to collapse)</title>"
-            f'<rect x="{x}" y="{y}" width="{w}" height="{h}" rx="8"/>{text}</g>'
+            f'<rect x="{_n(box.x)}" y="{_n(box.y)}" width="{_n(box.w)}" height="{_n(box.h)}" '
+            f'rx="8"/>{text}</g>'
         )
-    for node, node_ups in ups.items():
-        x2, y2 = pos[node]
-        for up, data in sorted(node_ups.items()):
-            x1, y1 = pos[up]
-            sx, sy, ex, ey = x1 + BOX_W, y1 + BOX_H / 2, x2, y2 + BOX_H / 2
-            mid = (sx + ex) / 2
-            dashed = "" if data else ' stroke-dasharray="4 3"'
-            parts.append(
-                f'<path class="edge" d="M {sx} {sy} C {mid} {sy}, {mid} {ey}, {ex} {ey}"'
-                f'{dashed} marker-end="url(#arrow)"/>'
-            )
-    for node, (x, y) in pos.items():
-        parts.append(_node(dag, node, x, y, states, links or {}, toggle))
+    for route in lay.routes:
+        dashed = "" if ups[route.dst][route.src] else ' stroke-dasharray="4 3"'
+        marker = "marker-start" if route.reversed else "marker-end"
+        parts.append(
+            f'<path class="edge" data-edge="{escape(route.src)} {escape(route.dst)}" '
+            f'd="{_path(route.points)}"{dashed} {marker}="url(#arrow)"/>'
+        )
+    for node, box in lay.nodes.items():
+        parts.append(_node(dag, node, box, states, links or {}, toggle))
     parts.append("</svg>")
     return "".join(parts)
+
+
+def layout(dag: DAG, collapsed: Collection[str] = ()) -> Layout:
+    """The layered layout of the DAG's graph with ``collapsed`` groups as one node each."""
+    nodes, ups = view_graph(dag, collapsed)
+    owner = groups.group_of(dag)
+    parent = {
+        n: dag.groups[n[len(GROUP_PREFIX) :]].parent if n.startswith(GROUP_PREFIX) else owner.get(n)
+        for n in nodes
+    }
+    return layered(
+        nodes,
+        [(up, n) for n in nodes for up in sorted(ups[n])],  # sorted: upstream is a set
+        parent,
+        {gid: spec.parent for gid, spec in dag.groups.items()},
+        {gid: 7.5 * len(spec.label) + 40 for gid, spec in dag.groups.items()},
+    )
+
+
+def group_states(dag: DAG, states: Mapping[str, str]) -> dict[str, str]:
+    """Each group's state as a collapsed group shows it (for the run page's poll)."""
+    return {gid: _state_of_group(dag, gid, states) for gid in dag.groups}
+
+
+def toggler(path: str, anchor: str, collapsed: Collection[str]) -> Callable[[str], str]:
+    """``toggle(group_id)``: the URL of the page at ``path`` with that group flipped."""
+
+    def url(group_id: str) -> str:
+        return collapsed_url(path, anchor, set(collapsed) ^ {group_id})
+
+    return url
+
+
+def collapsed_url(path: str, anchor: str, collapsed: Collection[str]) -> str:
+    query = f"?{urlencode({'collapsed': ','.join(sorted(collapsed))})}" if collapsed else ""
+    return f"{path}{query}#{anchor}"
+
+
+def group_controls(dag: DAG, collapsed: Collection[str], path: str, anchor: str) -> dict[str, Any]:
+    """What a page's "collapse all" / "expand all" link needs."""
+    return {
+        "all": ",".join(dag.groups),
+        "any_collapsed": bool(collapsed),
+        "expand_url": collapsed_url(path, anchor, ()),
+        "collapse_url": collapsed_url(path, anchor, dag.groups),
+    }
+
+
+def parse_collapsed(dag: DAG, text: str) -> set[str]:
+    """The ``?collapsed=`` list of a page: the DAG's groups named in it (others ignored)."""
+    return {g for g in text.split(",") if g in dag.groups}
+
+
+def _n(value: float) -> str:
+    """A coordinate as the SVG writes it: one decimal at most."""
+    text = f"{value:.1f}"
+    return text[:-2] if text.endswith(".0") else text
+
+
+def _path(points: Sequence[tuple[float, float]]) -> str:
+    """Straight along a layer, an S-curve across the gap between two layers (it stays inside the
+    gap: between its ends' x and y)."""
+    (x0, y0), *rest = points
+    d = [f"M {_n(x0)} {_n(y0)}"]
+    for x, y in rest:
+        if y == y0 or x == x0:
+            d.append(f"L {_n(x)} {_n(y)}")
+        else:
+            mid = _n((x0 + x) / 2)
+            d.append(f"C {mid} {_n(y0)}, {mid} {_n(y)}, {_n(x)} {_n(y)}")
+        x0, y0 = x, y
+    return " ".join(d)
 
 
 def _node(
     dag: DAG,
     node: str,
-    x: int,
-    y: int,
+    box: Box,
     states: Mapping[str, str],
     links: Mapping[str, str],
     toggle: Callable[[str], str] | None,
@@ -196,10 +200,10 @@ def _node(
         text = short + (" [map]" if dag.tasks[node].map_over else "")
         title, link = f"{node}: {state}", links.get(node)
         attrs = f'class="node state-{escape(state)}" data-task="{escape(node)}"'
-    label = text if len(text) <= 22 else text[:21] + "…"
+    label = text if len(text) <= 21 else text[:20] + "…"
     out = (
         f"<g {attrs}><title>{escape(title)}</title>"
-        f'<rect x="{x}" y="{y}" width="{BOX_W}" height="{BOX_H}" rx="5"/>'
-        f'<text x="{x + 8}" y="{y + 19}">{escape(label)}</text></g>'
+        f'<rect x="{_n(box.x)}" y="{_n(box.y)}" width="{_n(box.w)}" height="{_n(box.h)}" rx="5"/>'
+        f'<text x="{_n(box.x + 8)}" y="{_n(box.y + 19)}">{escape(label)}</text></g>'
     )
     return f'<a href="{escape(link)}">{out}</a>' if link else out

@@ -3,16 +3,15 @@
 from __future__ import annotations
 
 from typing import Any
-from urllib.parse import quote, urlencode
+from urllib.parse import quote
 
 from fastapi import Form, Query, Request
 from fastapi.responses import Response
 from starlette.concurrency import run_in_threadpool
 
-from beatflow.web import actions, params_form, views
+from beatflow.web import actions, graph, params_form, views
 from beatflow.web.api import dag_page
 from beatflow.web.deps import conf_from, runtime
-from beatflow.web.graph import render_svg
 from beatflow.web.limits import ApiError, check_id
 from beatflow.web.pages.backfills import backfill_context
 from beatflow.web.pages.base import PageUser, back, check_csrf, render, router
@@ -29,15 +28,6 @@ def index(
     return render(
         request, "dags.html", who, q=q, offset=offset, page_size=views.DAGS_PER_PAGE, **data
     )
-
-
-def _toggle_url(dag_id: str, collapsed: set[str]) -> Any:
-    def url(group_id: str) -> str:
-        now = collapsed ^ {group_id}
-        query = f"?{urlencode({'collapsed': ','.join(sorted(now))})}" if now else ""
-        return f"/dags/{quote(dag_id)}{query}#graph"
-
-    return url
 
 
 def _dag_context(request: Request, dag_id: str, collapsed: str = "") -> dict[str, Any]:
@@ -58,11 +48,13 @@ def _dag_context(request: Request, dag_id: str, collapsed: str = "") -> dict[str
         if latest
         else {}
     )
-    shut = {g for g in collapsed.split(",") if g in dag.groups}
+    shut = graph.parse_collapsed(dag, collapsed)
+    path = f"/dags/{quote(dag_id)}"
+    toggle = graph.toggler(path, "graph", shut)
     return {
         "dag": views.dag_detail(dag, paused, recent[: views.LAST_RUNS]),
-        "svg": render_svg(dag, states, links, collapsed=shut, toggle=_toggle_url(dag_id, shut)),
-        "groups": {"all": ",".join(dag.groups), "any_collapsed": bool(shut)},
+        "svg": graph.render_svg(dag, states, links, collapsed=shut, toggle=toggle),
+        "groups": graph.group_controls(dag, shut, path, "graph"),
         "fields": params_form.fields(dag),
         "latest": views.run_json(latest) if latest else None,
         "grid": views.grid(dag, recent, tasks),

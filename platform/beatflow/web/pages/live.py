@@ -16,7 +16,7 @@ from beatflow.settings.accounts import Role
 from beatflow.states import TASK_RUN_FINAL
 from beatflow.store import DagRunRecord, TaskRunRecord
 from beatflow.times import utc_now
-from beatflow.web import actions, gantt, views
+from beatflow.web import actions, gantt, graph, views
 from beatflow.web.api.base import flower_link
 from beatflow.web.api.tasks import get_logs, get_task_run, get_tries
 from beatflow.web.deps import runtime
@@ -107,6 +107,7 @@ def run_live(request: Request, who: PageUser, dag_id: str, run_id: str) -> JSONR
             "final": run.state not in RUN_ACTIVE,
             "duration": secs_text(body.get("duration_seconds")),
             "tasks": states,
+            "groups": graph.group_states(dag, states),
             "rows": fragment("_task_rows.html", rows=rows, waiting=waiting),
             "gantt": fragment("_gantt.html", gantt=gantt.bars(rows, utc_now())),
         }

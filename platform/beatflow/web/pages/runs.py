@@ -13,11 +13,10 @@ from beatflow.states import DagRunState
 from beatflow.store import TaskRunRecord
 from beatflow.store.records import TRIGGERS, AuditRecord
 from beatflow.times import utc_now
-from beatflow.web import actions, gantt, views
+from beatflow.web import actions, gantt, graph, views
 from beatflow.web.api.letters import list_dead_letters
 from beatflow.web.api.runs import list_runs
 from beatflow.web.deps import runtime
-from beatflow.web.graph import render_svg
 from beatflow.web.limits import ApiError, check_id
 from beatflow.web.pages.base import (
     PageUser,
@@ -71,7 +70,13 @@ def runs_page(
 
 
 @router.get("/dags/{dag_id}/runs/{run_id}")
-def run_page(request: Request, who: PageUser, dag_id: str, run_id: str) -> Response:
+def run_page(
+    request: Request,
+    who: PageUser,
+    dag_id: str,
+    run_id: str,
+    collapsed: str = Query("", max_length=4000),
+) -> Response:
     dag, run, tasks = read_run(request, dag_id, run_id)
     rt = runtime(request)
     with actions.api_errors():
@@ -79,6 +84,8 @@ def run_page(request: Request, who: PageUser, dag_id: str, run_id: str) -> Respo
     base = f"/dags/{quote(dag_id)}/runs/{quote(run_id, safe='')}"
     rows, waiting, states = run_rows(dag, dag_id, run_id, tasks)
     links = {t: f"{base}/tasks/{quote(t)}" for t in dag.tasks}
+    shut = graph.parse_collapsed(dag, collapsed)
+    toggle = graph.toggler(base, "run-graph", shut)
     return render(
         request,
         "run.html",
@@ -86,7 +93,8 @@ def run_page(request: Request, who: PageUser, dag_id: str, run_id: str) -> Respo
         dag_id=dag_id,
         run=views.run_json(run),
         conf_text=display_json(run.conf),
-        svg=render_svg(dag, states, links),
+        svg=graph.render_svg(dag, states, links, collapsed=shut, toggle=toggle),
+        groups=graph.group_controls(dag, shut, base, "run-graph"),
         rows=rows,
         waiting=waiting,
         gantt=gantt.bars(rows, utc_now()),

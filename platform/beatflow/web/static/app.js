@@ -35,6 +35,11 @@
           g.setAttribute("class", "node state-" + status.tasks[task]);
         });
       });
+      Object.keys(status.groups || {}).forEach(function (group) {
+        document.querySelectorAll('#run-graph g.group-node[data-group="' + CSS.escape(group) + '"]').forEach(function (g) {
+          g.setAttribute("class", "node group-node state-" + status.groups[group]);
+        });
+      });
       var rows = document.getElementById("task-rows");
       if (rows && lastRows !== status.rows) {
         rows.innerHTML = status.rows;
@@ -138,8 +143,20 @@
       if (slot && e.target.checkValidity()) { slot.textContent = ""; field.classList.remove("invalid"); }
     });
   }
+  // a graph fits its box's width; "actual size" shows it at its natural size (scroll the box)
+  function graphZoom(button) {
+    button.hidden = false;
+    button.addEventListener("click", function () {
+      var wrap = document.getElementById(button.getAttribute("data-graph"));
+      if (!wrap) { return; }
+      var natural = wrap.classList.toggle("natural");
+      button.setAttribute("aria-pressed", natural ? "true" : "false");
+      button.textContent = natural ? "fit to width" : "actual size";
+    });
+  }
   document.addEventListener("DOMContentLoaded", function () {
     timeZoneToggle();
+    document.querySelectorAll("button.graph-zoom").forEach(graphZoom);
     document.querySelectorAll("form.trigger.params").forEach(paramErrors);
     wrapToggle();
     var run = document.querySelector("[data-live-run]");
