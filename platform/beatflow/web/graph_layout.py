@@ -103,7 +103,7 @@ class _Compound:
     def connect(self, edges: Sequence[tuple[str, str]]) -> list[tuple[str, str, bool, list[Step]]]:
         """Each edge in the innermost level holding both ends (cycles there broken), and its
         steps through the levels, ports added."""
-        lifted = []
+        lifted: list[tuple[str, str, int, str | None, tuple[str, str]]] = []
         for u, v in dict.fromkeys(edges):
             if u == v:
                 continue
@@ -119,7 +119,7 @@ class _Compound:
         for box, lv in self.levels.items():
             lv.edges = list(dict.fromkeys((b, a) if (a, b) in back[box] else (a, b)
                                           for a, b in lv.edges))  # fmt: skip
-        paths = []
+        paths: list[tuple[str, str, bool, list[Step]]] = []
         for u, v, k, box, pair in lifted:
             rev = pair in back[box]
             steps = self._steps(*((v, u) if rev else (u, v)), k, box)

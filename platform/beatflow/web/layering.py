@@ -47,8 +47,8 @@ def lay(level: Level, size: Size) -> None:
     down: dict[str, list[str]] = {e: [] for e in elems}
     for e in elems:
         rows[layer[e]].append(e)
-    for a, b in level.edges:  # long edges through dummies: each joins neighbouring layers
-        path = [a, *(f"d:{a}>{b}@{i}" for i in range(layer[a] + 1, layer[b])), b]
+    for n, (a, b) in enumerate(level.edges):  # long edges through dummies, one per layer
+        path = [a, *(f"d:{n}@{i}" for i in range(layer[a] + 1, layer[b])), b]
         for i, d in enumerate(path[1:-1], start=layer[a] + 1):
             rows[i].append(d)
             up[d], down[d] = [], []
@@ -85,7 +85,7 @@ def _layers(elems: list[str], edges: list[tuple[str, str]]) -> dict[str, int]:
     base = 1 if layer else 0
     todo = [e for e in elems if e[0] in "ng"]
     while todo:
-        rest = []
+        rest: list[str] = []
         for e in todo:
             if all(p in layer for p in preds[e]):
                 layer[e] = max((layer[p] + 1 for p in preds[e]), default=base)
@@ -122,8 +122,8 @@ def _by_barycenter(row: list[str], other: list[str], nbrs: Mapping[str, list[str
     """``row`` sorted by the mean place of each element's neighbours in ``other``; an element
     with none keeps its place (ties keep the current order)."""
     pos = {e: i for i, e in enumerate(other)}
-    keyed = []
-    free = []
+    keyed: list[tuple[float, int, str]] = []
+    free: list[int] = []
     for i, e in enumerate(row):
         ns = [pos[n] for n in nbrs[e]]
         if ns:
@@ -164,7 +164,8 @@ def _place(
     and separation (isotonic regression by pooling adjacent violators)."""
     gaps: list[list[float]] = []
     for row in rows:
-        offs, at = [], 0.0
+        offs: list[float] = []
+        at = 0.0
         for j, e in enumerate(row):
             if j:
                 at += _half(row[j - 1], size) + _half(e, size)
