@@ -52,9 +52,9 @@ def lay(level: Level, size: Size) -> None:
         for i, d in enumerate(path[1:-1], start=layer[a] + 1):
             rows[i].append(d)
             up[d], down[d] = [], []
-        for x, y in zip(path, path[1:], strict=False):
-            down[x].append(y)
-            up[y].append(x)
+        for p, q in zip(path, path[1:], strict=False):
+            down[p].append(q)
+            up[q].append(p)
         level.chain[(a, b)] = path
     rows = _order(rows, up, down)
     level.layer = {e: i for i, row in enumerate(rows) for e in row}
@@ -67,10 +67,10 @@ def lay(level: Level, size: Size) -> None:
         near_port = (i == 0 and ports_in) or (i == len(rows) - 2 and ports_out)
         x += w + (PORT_GAP if near_port else GAP_X)
     level.width = level.col_x[-1] + level.col_w[-1] if rows else 0.0
-    y = _place(rows, up, down, size)
-    top = min((y[e] - size(e)[1] / 2 for e in y), default=0.0)
-    level.y = {e: v - top for e, v in y.items()}
-    level.height = max((level.y[e] + size(e)[1] / 2 for e in y), default=0.0)
+    centre = _place(rows, up, down, size)
+    top = min((centre[e] - size(e)[1] / 2 for e in centre), default=0.0)
+    level.y = {e: v - top for e, v in centre.items()}
+    level.height = max((level.y[e] + size(e)[1] / 2 for e in centre), default=0.0)
 
 
 def _layers(elems: list[str], edges: list[tuple[str, str]]) -> dict[str, int]:

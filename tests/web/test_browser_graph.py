@@ -1,0 +1,201 @@
+"""The DAG graph in headless Chromium (issue 45, case 9), measured in the DOM: a nine-task DAG
+with a ``.map()`` and a task group fits its box at 1280 px and at 390 px (no task outside the
+box, no horizontal scroll of the page), no two nodes overlap, no edge runs under a node it does
+not end at; the run page folds the group into one node showing its tasks' worst state, which the
+live poll keeps up to date; dark mode draws the same graph. Screenshots go to the test's tmp
+folder (and BEATFLOW_SCREENSHOTS_DIR)."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests import services
+from tests.cluster import Cluster
+from tests.cluster import cluster as make_cluster
+from tests.web import test_browser as browser_tests
+from tests.web.conftest import WebServer
+
+pytestmark = pytest.mark.slow
+
+browser = browser_tests.browser  # the fixtures: Chromium, and a logged-in page in it
+page = browser_tests.page
+shot = browser_tests.shot
+wait_state = browser_tests.wait_state
+
+DAGS = Path(__file__).resolve().parent / "graph_dags"
+TASKS = {"list_ids", "fetch_each", "check.schema", "check.rows", "merge", "report", "audit",
+         "notify", "archive"}  # fmt: skip
+LIVE_MS = 30_000  # a poll every 2 s: a live change shows well within this
+WIDTHS = (1280, 390)
+
+# every node's box and the graph box, in the page's pixels; and the page's own width
+MEASURE = """sel => {
+  const wrap = document.querySelector(sel);
+  const r = wrap.getBoundingClientRect();
+  const nodes = [...wrap.querySelectorAll('g.node')].map(g => {
+    const b = g.querySelector('rect').getBoundingClientRect();
+    return {id: g.dataset.task || 'group:' + g.dataset.group,
+            l: b.left, t: b.top, r: b.right, b: b.bottom};
+  });
+  return {box: {l: r.left, t: r.top, r: r.right, b: r.bottom}, nodes,
+          page: document.documentElement.scrollWidth, viewport: window.innerWidth};
+}"""
+
+# points along each edge (SVG units) inside a node's box: an edge running under a node
+UNDER = """sel => {
+  const svg = document.querySelector(sel + ' svg.graph');
+  const rects = [...svg.querySelectorAll('g.node')].map(g => {
+    const r = g.querySelector('rect');
+    return {id: g.dataset.task || 'group:' + g.dataset.group, x: +r.getAttribute('x'),
+            y: +r.getAttribute('y'), w: +r.getAttribute('width'), h: +r.getAttribute('height')};
+  });
+  const hits = [];
+  for (const p of svg.querySelectorAll('path.edge')) {
+    const len = p.getTotalLength();
+    for (let s = 0; s <= len; s += 2) {
+      const pt = p.getPointAtLength(s);
+      for (const r of rects) {
+        if (pt.x > r.x + 1 && pt.x < r.x + r.w - 1 && pt.y > r.y + 1 && pt.y < r.y + r.h - 1) {
+          hits.push(p.dataset.edge + ' under ' + r.id);
+        }
+      }
+    }
+  }
+  return [...new Set(hits)];
+}"""
+
+
+@pytest.fixture(scope="module")
+def web_cluster(
+    redis_server: services.RedisServer,
+    postgres_server: services.PostgresServer,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[Cluster]:
+    """The web fixture's cluster, loading this test's DAG folder only."""
+    tmp = tmp_path_factory.mktemp("web-graph")
+    redis_url = redis_server.fresh_db_url()
+    db_name = f"bf_{uuid.uuid4().hex[:12]}"
+    db_url = postgres_server.create_database(db_name)
+    try:
+        with make_cluster(tmp, redis_url, db_url, dags=DAGS) as c:
+            yield c
+    finally:
+        services.flush_redis(redis_url)
+        postgres_server.drop_database(db_name)
+
+
+def open_gate(web: WebServer, run_id: str, name: str) -> None:
+    web.cluster.marks.mkdir(parents=True, exist_ok=True)
+    (web.cluster.marks / f"gate-{run_id}-{name}").touch()
+
+
+def fits(pg: Any, sel: str, expect: set[str]) -> None:
+    """Every node inside the graph box (none hidden: the box does not scroll), none over another,
+    the page no wider than the window."""
+    m = pg.evaluate(MEASURE, sel)
+    assert m["page"] <= m["viewport"], f"the page scrolls sideways: {m['page']} > {m['viewport']}"
+    assert {n["id"] for n in m["nodes"]} == expect
+    box = m["box"]
+    for n in m["nodes"]:
+        inside = (
+            n["l"] >= box["l"] - 0.5
+            and n["r"] <= box["r"] + 0.5
+            and n["t"] >= box["t"] - 0.5
+            and n["b"] <= box["b"] + 0.5
+        )
+        assert inside, f"{n['id']} at {n['l']:.0f}..{n['r']:.0f} px, its box {box}"
+    nodes = m["nodes"]
+    for i, a in enumerate(nodes):
+        for b in nodes[i + 1 :]:
+            apart = a["r"] <= b["l"] or b["r"] <= a["l"] or a["b"] <= b["t"] or b["b"] <= a["t"]
+            assert apart, f"{a['id']} overlaps {b['id']}"
+    assert pg.evaluate(UNDER, sel) == []
+
+
+def test_the_nine_task_graph_fits_its_box_at_1280_and_390_px_with_edges_around_the_tasks(
+    page: object, web: WebServer, tmp_path: Path
+) -> None:
+    pg: Any = page
+    pg.goto(f"{web.url}/dags/web_graph")
+    for width in WIDTHS:
+        pg.set_viewport_size({"width": width, "height": 900})
+        fits(pg, "#graph", TASKS)
+        shot(page, tmp_path, f"graph-dag-{width}")
+    # "actual size": the graph at its natural size scrolls inside its box, not the page
+    pg.click("button.graph-zoom[data-graph=graph]")
+    m = pg.evaluate(MEASURE, "#graph")
+    assert m["page"] <= m["viewport"]
+    scroll = pg.evaluate("document.getElementById('graph').scrollWidth")
+    assert scroll > m["box"]["r"] - m["box"]["l"]
+    pg.click("button.graph-zoom[data-graph=graph]")  # and back to fit
+    fits(pg, "#graph", TASKS)
+    # the group folded: one node for its two tasks, and still everything fits
+    pg.set_viewport_size({"width": 1280, "height": 900})
+    pg.click("#graph g.group[data-group=check] a.group-toggle")
+    pg.wait_for_selector("#graph g.group-node[data-group=check]")
+    folded = (TASKS - {"check.schema", "check.rows"}) | {"group:check"}
+    for width in WIDTHS:
+        pg.set_viewport_size({"width": width, "height": 900})
+        fits(pg, "#graph", folded)
+    shot(page, tmp_path, "graph-dag-collapsed-390")
+
+
+def test_the_run_page_folds_a_group_into_its_worst_state_and_the_poll_keeps_it(
+    page: object, web: WebServer, tmp_path: Path
+) -> None:
+    pg: Any = page
+    with web.client() as c:
+        run_id = c.post("/api/v1/dags/web_graph/runs", json={}).json()["run_id"]
+    try:
+        base = f"{web.url}/dags/web_graph/runs/{run_id}"
+        pg.goto(base)
+        for width in WIDTHS:
+            pg.set_viewport_size({"width": width, "height": 900})
+            fits(pg, "#run-graph", TASKS)
+        shot(page, tmp_path, "graph-run-390")
+        pg.set_viewport_size({"width": 1280, "height": 900})
+        # the run page has the toggle too: check.rows waits at its gate, so the group is not done
+        pg.click("#run-graph g.group[data-group=check] a.group-toggle")
+        group = pg.locator("#run-graph g.group-node[data-group=check]")
+        group.wait_for()
+        assert "state-success" not in group.get_attribute("class")
+        assert pg.locator("#run-graph g.node[data-task='check.rows']").count() == 0
+        fits(pg, "#run-graph", (TASKS - {"check.schema", "check.rows"}) | {"group:check"})
+        pg.evaluate("window.__same_page = true")  # a reload would forget it
+        open_gate(web, run_id, "check")
+        # the poll colours the folded group when its tasks are done, the run still running
+        pg.wait_for_selector(
+            "#run-graph g.group-node.state-success[data-group=check]", timeout=LIVE_MS
+        )
+        assert pg.evaluate("window.__same_page === true")
+        assert pg.locator("#run-state .state-running").count() == 1
+        shot(page, tmp_path, "graph-run-collapsed-live")
+        open_gate(web, run_id, "report")
+        wait_state(page, "success")  # the page reloads at the end: still folded
+        assert pg.locator("#run-graph g.group-node.state-success[data-group=check]").count() == 1
+        pg.click("#run-graph g.group-node[data-group=check]")  # open it again
+        pg.wait_for_selector("#run-graph g.node.state-success[data-task='check.rows']")
+        assert "/runs/" in pg.url and "collapsed" not in pg.url
+    finally:
+        open_gate(web, run_id, "check")
+        open_gate(web, run_id, "report")
+        web.wait_run("web_graph", run_id, timeout=120.0)
+
+
+def test_dark_mode_draws_the_graph_on_a_dark_box(
+    page: object, web: WebServer, tmp_path: Path
+) -> None:
+    pg: Any = page
+    pg.emulate_media(color_scheme="dark")
+    pg.goto(f"{web.url}/dags/web_graph")
+    colour = "([s, p]) => getComputedStyle(document.querySelector(s)).getPropertyValue(p)"
+    assert pg.evaluate(colour, ["#graph", "background-color"]) == "rgb(28, 32, 41)"  # --panel
+    label = pg.evaluate(colour, ["#graph g.group text", "fill"])
+    assert label == "rgb(221, 227, 238)"  # --fg: light on dark
+    fits(pg, "#graph", TASKS)
+    shot(page, tmp_path, "graph-dag-dark")
