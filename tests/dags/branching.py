@@ -6,7 +6,7 @@ import time
 
 from _marks import MARKS, mark
 
-from beatflow import DAG, Param, Skip, task
+from beatflow import DAG, Param, Skip, TaskGroup, task
 
 
 @task.branch
@@ -58,6 +58,23 @@ with DAG("t_branch", params={"follow": Param("left")}):  # an id, a list of ids 
     also = also_direct()
     chosen >> also
     lv >> also
+
+
+@task
+def fetch(ctx) -> str:
+    mark(f"fetch-{ctx.task_id}-{ctx.run_id}")
+    return ctx.task_id
+
+
+with DAG("t_branch_group", params={"follow": Param("fast")}):  # a task group's id (or a task's)
+    chosen = pick()
+    with TaskGroup("fast") as fast:
+        one, two = fetch.override(task_id="one")(), fetch.override(task_id="two")()
+        two >> after_left.override(task_id="merge")(one)
+    with TaskGroup("slow") as slow:
+        after_right(fetch.override(task_id="one")())  # slow.one, slow.after_right
+    chosen >> [fast, slow]
+    [fast, slow] >> join()
 
 
 @task.branch

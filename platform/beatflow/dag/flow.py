@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol, overload
 
-from beatflow.dag import authoring, model
+from beatflow.dag import authoring, groups, model
 from beatflow.errors import DagDefinitionError
 from beatflow.states import TaskRunState
 
@@ -90,7 +90,8 @@ class TaskDecorator:
     def branch(self, fn: Callable[..., Any] | None = None, /, **options: Any) -> Any:
         """``@task.branch``: the function returns the task id (or list of ids) of the direct
         downstream tasks to follow, or None for none; the other direct downstream tasks are
-        skipped, and what follows them decides by its trigger rule."""
+        skipped, and what follows them decides by its trigger rule. A task group's id follows
+        the group's root tasks."""
         return _decorator(BRANCH, fn, options)
 
     def short_circuit(
@@ -143,6 +144,7 @@ def outcome(dag: model.DAG, spec: model.TaskSpec, value: Any) -> Any:
             f"got {type(value).__name__}"
         )
     direct = sorted(t for t, up in dag.upstream_map().items() if spec.task_id in up)
+    chosen = list(dict.fromkeys(t for c in chosen for t in _follow(dag, spec, c, direct)))
     unknown = [t for t in chosen if t not in direct]
     if unknown:
         raise ValueError(
@@ -150,6 +152,23 @@ def outcome(dag: model.DAG, spec: model.TaskSpec, value: Any) -> Any:
             f"its direct downstream tasks ({', '.join(direct) or 'none'})"
         )
     return chosen
+
+
+def _follow(dag: model.DAG, spec: model.TaskSpec, chosen: str, direct: list[str]) -> list[str]:
+    """The task ids one returned id follows: itself, or, for a task group's id (not also a
+    task's), the group's root tasks that are direct downstream of the branch (as Airflow)."""
+    if chosen in dag.tasks or chosen not in dag.groups:
+        return [chosen]
+    inside = groups.members(dag, chosen)
+    below = set(inside)
+    roots = [t for t in inside if not dag.tasks[t].upstream & below and t in direct]
+    if not roots:
+        raise ValueError(
+            f'branch task "{spec.task_id}" returned the task group {chosen!r}, none of whose '
+            f"root tasks is one of its direct downstream tasks ({', '.join(direct) or 'none'}); "
+            f"write {spec.task_id} >> {chosen}"
+        )
+    return roots
 
 
 @dataclass(frozen=True, slots=True)

@@ -58,6 +58,26 @@ def test_a_branch_that_names_a_task_it_cannot_follow_fails_with_the_reason(clust
     assert len(letters) == 1 and letters[0].task_id == "pick"
 
 
+def test_a_branch_that_returns_a_task_group_id_follows_the_groups_root_tasks(cluster):
+    final, tasks = cluster.run("t_branch_group", conf={"follow": "fast"})
+    assert final.state == "success", tasks
+    assert states(tasks) == {
+        "pick": "success",
+        "fast.one": "success",  # the group's roots, followed
+        "fast.two": "success",
+        "fast.merge": "success",  # below them, inside the group
+        "slow.one": "skipped",  # the other group's root, not followed
+        "slow.after_right": "skipped",  # all_success below a skipped task
+        "join": "success",  # none_failed_min_one_success
+    }
+    assert tasks["pick"].result == ["fast.one", "fast.two"]  # the roots it followed
+    assert tasks["slow.one"].error == "branch pick followed fast.one, fast.two"
+    assert tasks["fast.merge"].result == "after fast.one"
+    run = final.run_id
+    assert cluster.count(f"fetch-fast.one-{run}") == 1
+    assert cluster.count(f"fetch-slow.one-{run}") == 0
+
+
 def test_a_falsy_short_circuit_skips_everything_downstream_whatever_its_trigger_rule(cluster):
     final, tasks = cluster.run("t_short", conf={"go": 0})
     assert final.state == "success", tasks

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from beatflow import DAG, Skip, task
+from beatflow import DAG, Skip, TaskGroup, task
 from beatflow.dag import flow
 from beatflow.errors import DagDefinitionError
 from beatflow.execution.decide import Action, Situation, decide
@@ -80,6 +80,28 @@ def test_a_branch_records_the_ids_it_followed_as_a_list(value, recorded):
     with DAG("o") as dag:
         pick() >> [a(), b()]
     assert flow.outcome(dag.model, dag.model.tasks["pick"], value) == recorded
+
+
+def test_a_branch_that_returns_a_task_group_id_follows_the_groups_roots_below_it():
+    with DAG("grouped") as dag:
+        p = pick()
+        with TaskGroup("g") as g:
+            ga, gb = a(), b()
+            ga >> c()  # g.c: inside the group, below a root
+        with TaskGroup("outer"):
+            with TaskGroup("inner") as inner:
+                a()
+        with TaskGroup("apart"):
+            b()  # apart.b: no edge from the branch
+        p >> [g, inner]
+    spec = dag.model.tasks["pick"]
+    assert flow.outcome(dag.model, spec, "g") == ["g.a", "g.b"]
+    assert flow.outcome(dag.model, spec, ["outer", "g.b"]) == ["outer.inner.a", "g.b"]
+    assert flow.outcome(dag.model, spec, "outer.inner") == ["outer.inner.a"]
+    with pytest.raises(ValueError, match=r"returned the task group 'apart', none of whose root"):
+        flow.outcome(dag.model, spec, "apart")
+    with pytest.raises(ValueError, match=r"returned 'g\.c', not one of its direct downstream"):
+        flow.outcome(dag.model, spec, ["g", "g.c"])
 
 
 def test_a_branch_that_names_another_task_or_returns_something_else_fails():
