@@ -104,14 +104,18 @@ def list_(as_json: bool) -> None:
 @dags.command()
 @json_option
 def check(as_json: bool) -> None:
-    """Load every DAG; exit 1 if any module or DAG is broken (for CI in your repo)."""
+    """Load every DAG; exit 1 if any module or DAG is broken (for CI in your repo). Warn (exit 0)
+    about tasks whose pool does not exist in the results database."""
     from beatflow.dag.compile import compile_problems
+    from beatflow.runs.pools import missing_pools
     from beatflow.scheduler.checks import schedule_problems
 
     bag = _bag()
     unschedulable = schedule_problems(bag.dags.values())
     uncompilable = compile_problems(bag.dags.values())
     ok = bag.ok and not unschedulable and not uncompilable
+    pooled = [d for d in bag.dags.values() if any(t.pool for t in d.tasks.values())]
+    warnings = missing_pools(pooled, runtime_or_exit()) if pooled else []  # no DB without pools
     if as_json:
         echo_json(
             {
@@ -121,6 +125,7 @@ def check(as_json: bool) -> None:
                 "errors": [_error_json(e) for e in bag.errors],
                 "schedule_errors": unschedulable,
                 "compile_errors": uncompilable,
+                "warnings": warnings,
             }
         )
     else:
@@ -128,6 +133,8 @@ def check(as_json: bool) -> None:
             click.echo(f"error: {err}", err=True)
         for problem in [*unschedulable, *uncompilable]:
             click.echo(f"error: {problem}", err=True)
+        for warning in warnings:
+            click.echo(f"warning: {warning}", err=True)
         broken = len(bag.errors) + len(unschedulable) + len(uncompilable)
         click.echo(f"{len(bag.dags)} DAGs loaded, {broken} broken ({bag.seconds:.2f}s)")
     sys.exit(0 if ok else 1)

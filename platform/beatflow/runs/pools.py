@@ -5,10 +5,13 @@ from __future__ import annotations
 
 import logging
 import re
+from collections.abc import Iterable
 from typing import Any
 
+from beatflow.dag.model import DAG
 from beatflow.errors import BeatflowError
 from beatflow.runtime import Runtime
+from beatflow.store.engine import is_sqlite, sqlite_path
 from beatflow.store.pools import PoolRecord, PoolWaiter
 from beatflow.store.records import AuditNote
 
@@ -59,6 +62,35 @@ def delete_pool(runtime: Runtime, name: str, *, actor: str, reason: str = "") ->
     if deleted:
         log.warning("pool %s deleted by %s", name, actor)
     return deleted
+
+
+def missing_pools(dags: Iterable[DAG], runtime: Runtime) -> list[str]:
+    """``beatflow dags check``'s warnings: each task whose pool does not exist (it would fail
+    when it runs), one line per pool; or why the pools could not be read. Not an error: a pool
+    is the database's, and CI may check a dags folder before the pool is created (or with no
+    database at all: a SQLite file that is not there is not created)."""
+    wanted: dict[str, list[str]] = {}
+    for dag in dags:
+        for spec in dag.tasks.values():
+            if spec.pool is not None:
+                wanted.setdefault(spec.pool, []).append(f"{dag.dag_id}.{spec.task_id}")
+    if not wanted:
+        return []
+    url = runtime.settings.database_url
+    path = sqlite_path(url) if is_sqlite(url) else None
+    if is_sqlite(url) and (path is None or not path.exists()):  # checking must not create it
+        return [f"pools not checked (no results database at {path or 'an in-memory SQLite'})"]
+    try:
+        known = {p.name for p in runtime.store.list_pools()}
+    except BeatflowError as exc:
+        return [f"pools not checked (the results database could not be read: {exc})"]
+    return [
+        f"pool {name!r} does not exist, so {len(tasks)} task(s) would fail when they run "
+        f"({', '.join(sorted(tasks)[:5])}{', ...' if len(tasks) > 5 else ''}): "
+        f"create it with beatflow pools set {name} N"
+        for name, tasks in sorted(wanted.items())
+        if name not in known
+    ]
 
 
 def pool_json(p: PoolRecord) -> dict[str, Any]:

@@ -19,6 +19,7 @@ from beatflow.store.models import (
     map_fan_ins,
     map_items,
     notifications,
+    pool_slots,
     sensor_pokes,
     task_logs,
     task_runs,
@@ -63,8 +64,8 @@ class MaintenanceMixin(StoreBase):
         on_batch: Callable[[int], None] | None = None,
         audit: AuditNote | None = None,
     ) -> int:
-        """Delete finished DAG runs that ended before now - ``older_than``, with their task runs
-        and dead letters, ``batch_size`` runs per transaction; returns the DAG runs deleted.
+        """Delete finished DAG runs that ended before now - ``older_than``, with their task runs,
+        dead letters, logs, map items, notifications, sensor pokes and pool holds, ``batch_size`` runs per transaction; returns the DAG runs deleted.
         ``on_batch(n)`` is called after each committed batch (progress reporting). ``audit``:
         the operator's record, with ``deleted`` (the total) in its detail, written in the
         transaction of the last batch (an audit that fails leaves that batch undone; the
@@ -101,6 +102,7 @@ class MaintenanceMixin(StoreBase):
                     map_fan_ins,
                     notifications,
                     sensor_pokes,
+                    pool_slots,  # a pooled task run's hold (or wait) of its pool's slots
                 ):
                     conn.execute(
                         sa.delete(table).where(sa.tuple_(table.c.dag_id, table.c.run_id).in_(pairs))

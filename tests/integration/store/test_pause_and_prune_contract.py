@@ -10,7 +10,7 @@ import sqlalchemy as sa
 
 from beatflow.errors import StoreError
 from beatflow.store import Store
-from beatflow.store.models import map_items
+from beatflow.store.models import map_items, pool_slots
 from tests.integration.store.conftest import MakeStore
 
 
@@ -81,6 +81,29 @@ def test_prune_keeps_recent_finished_runs(store: Store) -> None:
     assert store.prune(timedelta(hours=1)) == 0
     assert store.get_dag_run("etl", "recent") is not None
     assert len(store.get_task_runs("etl", "recent")) == 1
+
+
+def test_prune_deletes_the_pool_holds_of_the_runs_it_deletes(store: Store) -> None:
+    store.set_pool("warehouse", 1)
+    for run_id in ("old", "live"):
+        store.create_dag_run("etl", run_id)
+    held = store.claim_pooled("etl/old/t", pool="warehouse", slots=1, dag_id="etl",
+                              run_id="old", task_id="t")  # fmt: skip
+    assert held.claim is not None and held.claim.token is not None
+    store.finish_task_run("etl/old/t", held.claim.token, state="success")
+    store.finish_dag_run("etl", "old", "success")
+    live = store.claim_pooled("etl/live/t", pool="warehouse", slots=1, dag_id="etl",
+                              run_id="live", task_id="t")  # fmt: skip
+    assert live.claim is not None and live.claim.outcome == "run"
+    waiting = store.claim_pooled("etl/live/u", pool="warehouse", slots=1, dag_id="etl",
+                                 run_id="live", task_id="u")  # fmt: skip
+    assert waiting.claim is None and waiting.wait == "full"
+
+    assert store.prune(timedelta(0)) == 1
+    with store._read("listing pool holds") as conn:
+        left = conn.execute(sa.select(pool_slots.c.dedupe_key, pool_slots.c.state)).all()
+    assert sorted(left) == [("etl/live/t", "used"), ("etl/live/u", "queued")]
+    assert store.get_pool("warehouse") is not None  # the pool itself stays
 
 
 def test_writers_are_not_locked_out_while_prune_runs(make_store: MakeStore) -> None:
