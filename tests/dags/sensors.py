@@ -126,3 +126,13 @@ def slow(ctx):
 
 with DAG("t_sensor_slow"):
     after(slow())
+
+
+@task.sensor(poke_interval=3600, timeout=7200)
+def hourly(ctx) -> bool:
+    mark(f"poke-{ctx.run_id}")
+    return False
+
+
+with DAG("t_sensor_hourly"):  # an hour between pokes: held in countdowns of at most 900 s
+    after(hourly())

@@ -44,6 +44,12 @@ log = logging.getLogger(__name__)
 POKE_KWARG = "poke"  # the message's keyword argument: the number of the poke it is for
 # a message at most this early for its poke still pokes (clocks, the broker's ETA rounding)
 EARLY_TOLERANCE_SECONDS = 0.5
+# The longest countdown of one wait between pokes; a longer wait is made of several (each
+# message that wakes early waits again). A worker holds a message with a countdown unacked
+# until it is due, and RabbitMQ closes the channel of a delivery unacked past its
+# consumer_timeout (1,800 s by default): the message would be redelivered and the channel's
+# other work with it. Half that leaves a margin for a busy worker and the clocks.
+COUNTDOWN_MAX_SECONDS = 900.0
 
 
 class SensorTimeout(Exception):
@@ -143,15 +149,22 @@ def _put_back(attempt: Attempt, recorded: SensorPokes) -> None:
     _reschedule(attempt, recorded, f"poke {recorded.poke_count} not done; next poke at {when}")
 
 
+def countdown(due: float, visibility_timeout: float) -> float:
+    """The countdown of the message for the next poke, due in ``due`` seconds: never further
+    out than half Redis's visibility timeout (a longer ETA would be redelivered while it waits)
+    nor than ``COUNTDOWN_MAX_SECONDS`` (RabbitMQ's consumer_timeout)."""
+    return max(0.0, min(due, visibility_timeout / 2, COUNTDOWN_MAX_SECONDS))
+
+
 def _again(attempt: Attempt, pokes: SensorPokes, number: int, now: datetime) -> NoReturn:
-    """This message again, for poke ``number``, when ``pokes`` says it is due (never further
-    out than half the visibility timeout: a longer ETA would be redelivered while it waits)."""
+    """This message again, for poke ``number``, when ``pokes`` says it is due (or sooner, to
+    wait again: ``countdown``)."""
     a = attempt
-    due = max(0.0, (pokes.next_poke_at - now).total_seconds())
-    countdown = min(due, a.runtime.settings.visibility_timeout / 2)
+    due = (pokes.next_poke_at - now).total_seconds()
+    wait = countdown(due, a.runtime.settings.visibility_timeout)
     kwargs = {**(a.task.request.kwargs or {}), POKE_KWARG: number}
     a.runtime.leases.release(a.key)
-    retry_later(a.task, countdown, kwargs=kwargs)
+    retry_later(a.task, wait, kwargs=kwargs)
 
 
 def _time_out(attempt: Attempt, sensing: SensorSpec, pokes: int, waited: float) -> NoReturn:
