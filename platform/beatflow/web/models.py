@@ -298,6 +298,9 @@ class ResultPreview(Model):
     truncated: bool
 
 
+_POKES = "a sensor in reschedule mode (null for other task runs): its pokes "
+
+
 class TaskRunDetail(Model):
     dag_id: str
     run_id: str
@@ -319,6 +322,11 @@ class TaskRunDetail(Model):
     traceback: str | None
     result: ResultPreview
     flower_url: str | None
+    poke_count: int | None = Field(None, description=_POKES + "not done so far in this try")
+    first_poke_at: Timestamp | None = Field(None, description=_POKES + "this try's first: "
+                                            "the sensor's timeout runs from it")  # fmt: skip
+    next_poke_at: Timestamp | None = Field(None, description=_POKES + "the next, while it is "
+                                           "up_for_reschedule")  # fmt: skip
 
 
 class Try(Model):

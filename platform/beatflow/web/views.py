@@ -15,7 +15,8 @@ from beatflow.dag.loader import LoadError
 from beatflow.dag.model import DAG
 from beatflow.dag.render import levels
 from beatflow.records_json import dag_run_json, dead_letter_json, task_run_json
-from beatflow.store import DagRunRecord, DeadLetterRecord, TaskRunRecord
+from beatflow.states import TaskRunState
+from beatflow.store import DagRunRecord, DeadLetterRecord, SensorPokes, TaskRunRecord
 from beatflow.web.schedule_words import schedule_words
 
 RESULT_PREVIEW_BYTES = 4096
@@ -244,6 +245,19 @@ def task_run_detail(t: TaskRunRecord) -> dict[str, Any]:
         }
     )
     return out
+
+
+def sensor_pokes(t: TaskRunRecord, pokes: SensorPokes | None) -> dict[str, Any]:
+    """A reschedule-mode sensor's pokes of its current try: how many were not done, the first
+    (its timeout runs from it) and, while it waits, the next; nulls for any other task run."""
+    if pokes is None or pokes.try_number != t.try_number:
+        return {"poke_count": None, "first_poke_at": None, "next_poke_at": None}
+    waiting = t.state == TaskRunState.UP_FOR_RESCHEDULE
+    return {
+        "poke_count": pokes.poke_count,
+        "first_poke_at": pokes.first_poke_at.isoformat(),
+        "next_poke_at": pokes.next_poke_at.isoformat() if waiting else None,
+    }
 
 
 def run_detail(run: DagRunRecord, tasks: Sequence[TaskRunRecord]) -> dict[str, Any]:

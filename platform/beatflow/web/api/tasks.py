@@ -17,9 +17,16 @@ MapIndex = Query(-1, ge=-1, lt=2**31)
 def get_task_run(
     request: Request, dag_id: str, run_id: str, task_id: str, map_index: int = MapIndex
 ) -> dict[str, Any]:
-    """A task run: state, tries, durations, error and traceback, a capped result preview."""
+    """A task run: state, tries, durations, error and traceback, a capped result preview, and a
+    sensor's pokes (reschedule mode: the first poke, and the next while it waits)."""
     t = task_of(request, dag_id, run_id, task_id, map_index)
-    return {**views.task_run_detail(t), "flower_url": flower_link(request, t.celery_task_id)}
+    with actions.api_errors():
+        pokes = runtime(request).store.sensor_pokes(t.dedupe_key)
+    return {
+        **views.task_run_detail(t),
+        **views.sensor_pokes(t, pokes),
+        "flower_url": flower_link(request, t.celery_task_id),
+    }
 
 
 @router.get("/dags/{dag_id}/runs/{run_id}/tasks/{task_id}/tries", response_model=models.Tries)
