@@ -159,3 +159,28 @@ class NotificationsMixin(StoreBase):
         with self._read(f"reading notifications of {dag_id}") as conn:
             rows = conn.execute(query.order_by(notifications.c.created_at)).mappings().all()
         return [NotificationRecord(**{**r, "payload": dict(r["payload"] or {})}) for r in rows]
+
+    def page_notifications(
+        self,
+        *,
+        dag_id: str | None = None,
+        run_id: str | None = None,
+        state: str | None = None,
+        kind: str | None = None,
+        limit: int = 50,
+        offset: int = 0,
+    ) -> tuple[list[NotificationRecord], int | None]:
+        """The outbox newest first, filtered (each filter optional); ``limit`` rows from
+        ``offset`` and the offset of the next page (None on the last)."""
+        n = notifications.c
+        query = sa.select(notifications)
+        for column, value in ((n.dag_id, dag_id), (n.run_id, run_id), (n.state, state),
+                              (n.kind, kind)):  # fmt: skip
+            if value is not None:
+                query = query.where(column == value)
+        query = query.order_by(n.created_at.desc(), n.event_key.desc())
+        with self._read("reading the notifications outbox") as conn:
+            rows = conn.execute(query.offset(offset).limit(limit + 1)).mappings().all()
+        found = [NotificationRecord(**{**r, "payload": dict(r["payload"] or {})}) for r in rows]
+        more = len(found) > limit
+        return found[:limit], (offset + limit if more else None)

@@ -46,3 +46,31 @@ def test_a_pruned_run_takes_its_notifications_with_it(database_url: str) -> None
     assert store.prune(timedelta(0)) == 1
     assert [r.run_id for r in store.list_notifications("d")] == ["kept"]
     store.close()
+
+
+def test_the_outbox_pages_newest_first_with_its_filters(database_url: str) -> None:
+    store = Store(database_url)
+    store.upgrade()
+    keys = []
+    for i, (dag_id, kind) in enumerate(
+        [("a", "failure"), ("b", "success"), ("a", "success"), ("a", "failure")]
+    ):
+        key = f"{dag_id}/r{i}/t/-1/1/{kind}/0"
+        store.add_notification(key, dag_id=dag_id, run_id=f"r{i}", kind=kind,
+                               payload={"context": {}, "index": 0})  # fmt: skip
+        keys.append(key)
+    assert store.take_notification(keys[0]) is not None
+    store.end_notification(keys[0], state="failed", tries=3, error="boom")
+
+    def page(**filters: object) -> tuple[list[str], int | None]:
+        found, next_offset = store.page_notifications(**filters)  # type: ignore[arg-type]
+        return [n.event_key for n in found], next_offset
+
+    assert page() == (keys[::-1], None)
+    assert page(dag_id="a") == ([keys[3], keys[2], keys[0]], None)
+    assert page(dag_id="a", kind="failure") == ([keys[3], keys[0]], None)
+    assert page(state="failed") == ([keys[0]], None)
+    assert page(dag_id="a", run_id="r2") == ([keys[2]], None)
+    assert page(limit=3) == (keys[:0:-1], 3)
+    assert page(limit=3, offset=3) == ([keys[0]], None)
+    store.close()

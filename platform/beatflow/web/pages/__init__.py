@@ -1,7 +1,7 @@
 """Server-rendered pages (Jinja2) and their form actions, one module per resource: every form
 carries the session's CSRF token and is refused without it."""
 
-from beatflow.web.pages import assets, backfills, dags, live, login, pools, runs
+from beatflow.web.pages import assets, backfills, dags, live, login, notifications, pools, runs
 from beatflow.web.pages.base import login_redirect, router
 from beatflow.web.pages.errors import error_page
 
@@ -13,6 +13,7 @@ __all__ = [
     "live",
     "login",
     "login_redirect",
+    "notifications",
     "pools",
     "router",
     "runs",
