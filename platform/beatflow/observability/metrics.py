@@ -159,6 +159,19 @@ class Metrics:
             ["pool", "state"],
             registry=r,
         )
+        self.asset_events = Counter(
+            "beatflow_asset_events",
+            "Asset events recorded in the results database, by asset and source: task (a "
+            "producing task run's success) or external (beatflow assets emit, the API).",
+            ["asset", "source"],
+            registry=r,
+        )
+        self.asset_triggered_runs = Counter(
+            "beatflow_asset_triggered_runs",
+            "DAG runs created by asset events (data-aware scheduling), from the results database.",
+            ["dag"],
+            registry=r,
+        )
         self.sla_misses = Counter(
             "beatflow_sla_misses",
             "DAG runs not finished by logical date + SLA.",

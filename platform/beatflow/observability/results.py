@@ -1,5 +1,5 @@
-"""The exporter's poll of the results database: DAG runs by state, dead letters, stuck task runs
-and SLA misses. Each SLA miss and each newly stuck task run is reported once: a metric, a
+"""The exporter's poll of the results database: DAG runs by state, dead letters, pools, asset
+events and the runs they triggered, stuck task runs and SLA misses. Each SLA miss and each newly stuck task run is reported once: a metric, a
 structured log event and (SLA) the DAG's ``on_sla_miss`` callback."""
 
 from __future__ import annotations
@@ -15,6 +15,8 @@ from beatflow.observability.metrics import Metrics
 from beatflow.store.records import DAG_RUN_STATES, DagRunRecord
 
 if TYPE_CHECKING:
+    from prometheus_client import Counter
+
     from beatflow.store import Store
 
 log = logging.getLogger(__name__)
@@ -49,12 +51,14 @@ class ResultsPoller:
         self._stuck: set[str] = set()
         self._series: set[tuple[str, str]] = set()
         self._pools: set[str] = set()
+        self._totals: dict[tuple[str, ...], int] = {}  # counters read as totals from the DB
 
     def poll(self) -> None:
         now = self.clock()
         self._count_runs()
         self.metrics.dead_letters.set(self.store.count_dead_letters())
         self._count_pools()
+        self._count_assets()
         active = self.store.list_dag_runs(
             state="running", limit=RUNS_SCANNED
         ) + self.store.list_dag_runs(state="queued", limit=RUNS_SCANNED)
@@ -72,6 +76,27 @@ class ResultsPoller:
             for state in ("used", "queued", "free"):
                 self.metrics.pool_slots.remove(name, state)
         self._pools = seen
+
+    def _count_assets(self) -> None:
+        """The asset counters follow the database's totals (each poll adds what is new), so
+        every exporter replica, and one restarted, serves the same values."""
+        m = self.metrics
+        for dag in self.dags().values():  # zero series, so the first increase is visible
+            if dag.asset_schedule is not None:
+                m.asset_triggered_runs.labels(dag=dag.dag_id)
+            for spec in dag.tasks.values():
+                for asset in spec.outlets:
+                    m.asset_events.labels(asset=asset, source="task")
+        for (asset, source), total in self.store.asset_event_totals().items():
+            self._follow(("event", asset, source), total, m.asset_events.labels(asset, source))
+        for dag_id, total in self.store.asset_triggered_run_totals().items():
+            self._follow(("run", dag_id), total, m.asset_triggered_runs.labels(dag=dag_id))
+
+    def _follow(self, key: tuple[str, ...], total: int, counter: Counter) -> None:
+        seen = self._totals.get(key, 0)
+        if total > seen:
+            counter.inc(total - seen)
+            self._totals[key] = total
 
     def _count_runs(self) -> None:
         counts = self.store.count_dag_runs_by_state()

@@ -242,3 +242,19 @@ class AssetsMixin(StoreBase):
             for event_id, dag_id, run_id in conn.execute(query).all():
                 out.setdefault(int(event_id), []).append((dag_id, run_id))
         return out
+
+    def asset_event_totals(self) -> dict[tuple[str, str], int]:
+        """Per (asset, source) the events recorded: source "task" (a producing task run's
+        success) or "external" (an emit), as ``AssetEventRecord.to_json`` names them."""
+        e = asset_events.c
+        source = sa.case((e.source_key.like("task:%"), "task"), else_="external").label("source")
+        query = sa.select(e.asset, source, sa.func.count()).group_by(e.asset, source)
+        with self._read("counting asset events by source") as conn:
+            return {(a, str(s)): int(n) for a, s, n in conn.execute(query).all()}
+
+    def asset_triggered_run_totals(self) -> dict[str, int]:
+        """Per DAG the runs asset events created (their consumptions are never pruned)."""
+        c = asset_consumptions.c
+        query = sa.select(c.dag_id, sa.func.count(sa.distinct(c.run_id))).group_by(c.dag_id)
+        with self._read("counting asset-triggered runs") as conn:
+            return {d: int(n) for d, n in conn.execute(query).all()}

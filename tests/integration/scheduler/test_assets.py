@@ -20,6 +20,8 @@ from click.testing import CliRunner
 from beatflow.app import create_app
 from beatflow.cli import main
 from beatflow.dag.compile import compile_run
+from beatflow.observability.metrics import Metrics
+from beatflow.observability.results import ResultsPoller
 from beatflow.runs.dispatch import send_canvas
 from beatflow.store import DagRunRecord
 from beatflow.store.asset_models import asset_events
@@ -138,6 +140,40 @@ def test_the_producing_worker_records_the_event_and_the_beat_records_a_lost_one(
     (run,) = wait_succeeded(cluster, "orders_report", 1)
     (again,) = cluster.store.list_asset_events("warehouse.orders")
     assert again.source_key == event.source_key and event_ids(run) == [again.id]
+
+
+def asset_samples(cluster: BeatCluster, polls: int = 1) -> dict[str, float | None]:
+    """What an exporter's database poll serves of the asset counters (``polls`` polls)."""
+    metrics = Metrics()
+    poller = ResultsPoller(cluster.store, metrics, dags=dict, default_time_limit=60.0)
+    for _ in range(polls):
+        poller.poll()
+    sample = metrics.registry.get_sample_value
+    return {
+        "task": sample("beatflow_asset_events_total", {"asset": "warehouse.orders",
+                                                       "source": "task"}),
+        "external": sample("beatflow_asset_events_total", {"asset": "warehouse.orders",
+                                                           "source": "external"}),
+        "runs": sample("beatflow_asset_triggered_runs_total", {"dag": "orders_report"}),
+    }  # fmt: skip
+
+
+def test_the_exporter_counts_asset_events_by_source_and_the_runs_they_triggered(
+    cluster: BeatCluster, tmp_path: Path
+) -> None:
+    write(cluster, "producer", PRODUCER.format(marks=str(tmp_path / "marks")))
+    consumer(cluster, "orders_report", 'Asset("warehouse.orders")')
+    cluster.start_worker()
+    cluster.start_beat("a")
+    cluster.wait_leader()
+    code, out = cli(cluster, "dags", "trigger", "producer", "--run-id", "p1", "--wait")
+    assert code == 0, out
+    wait_succeeded(cluster, "orders_report", 1)
+    emit(cluster, "warehouse.orders")  # from outside: a second run
+    wait_succeeded(cluster, "orders_report", 2)
+    expected = {"task": 1.0, "external": 1.0, "runs": 2.0}
+    assert asset_samples(cluster, polls=2) == expected  # a second poll counts nothing again
+    assert asset_samples(cluster) == expected  # another exporter (a replica, a restart) agrees
 
 
 def test_a_redelivered_producer_records_no_second_event_and_triggers_no_second_run(
