@@ -1,6 +1,7 @@
 """The exporter's poll of the results database: DAG runs by state, dead letters, pools, asset
-events and the runs they triggered, stuck task runs and SLA misses. Each SLA miss and each newly stuck task run is reported once: a metric, a
-structured log event and (SLA) the DAG's ``on_sla_miss`` callback."""
+events and the runs they triggered, stuck task runs and SLA misses. Each SLA miss and each newly
+stuck task run is reported once: a metric, a structured log event and (SLA) the DAG's
+``on_sla_miss`` callback."""
 
 from __future__ import annotations
 

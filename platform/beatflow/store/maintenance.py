@@ -65,11 +65,12 @@ class MaintenanceMixin(StoreBase):
         audit: AuditNote | None = None,
     ) -> int:
         """Delete finished DAG runs that ended before now - ``older_than``, with their task runs,
-        dead letters, logs, map items, notifications, sensor pokes and pool holds, ``batch_size`` runs per transaction; returns the DAG runs deleted.
-        ``on_batch(n)`` is called after each committed batch (progress reporting). ``audit``:
-        the operator's record, with ``deleted`` (the total) in its detail, written in the
-        transaction of the last batch (an audit that fails leaves that batch undone; the
-        batches before it stay deleted, as an interrupted prune leaves them)."""
+        dead letters, logs, map items, notifications, sensor pokes and pool holds,
+        ``batch_size`` runs per transaction; returns the DAG runs deleted. ``on_batch(n)`` is
+        called after each committed batch (progress reporting). ``audit``: the operator's
+        record, with ``deleted`` (the total) in its detail, written in the transaction of the
+        last batch (an audit that fails leaves that batch undone; the batches before it stay
+        deleted, as an interrupted prune leaves them)."""
         if older_than < timedelta(0):
             raise StoreError(f"prune: older_than={older_than} must not be negative")
         if batch_size < 1:
