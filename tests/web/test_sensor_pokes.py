@@ -41,8 +41,8 @@ def test_a_waiting_sensor_shows_its_first_and_next_poke(sensor_web: WebServer) -
     with sensor_web.client() as api:
 
         def waiting() -> dict[str, Any] | None:
-            body: dict[str, Any] = api.get(f"{base}/slow").json()
-            return body if body["state"] == "up_for_reschedule" else None
+            body: dict[str, Any] = api.get(f"{base}/slow").json()  # 404 until it is claimed
+            return body if body.get("state") == "up_for_reschedule" else None
 
         task: Any = wait_for(waiting, timeout=60, message="the sensor to wait between pokes")
         assert task["poke_count"] >= 1
