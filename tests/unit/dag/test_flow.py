@@ -86,11 +86,11 @@ def test_a_branch_that_returns_a_task_group_id_follows_the_groups_roots_below_it
     with DAG("grouped") as dag:
         p = pick()
         with TaskGroup("g") as g:
-            ga, gb = a(), b()
+            ga = a()
+            b()
             ga >> c()  # g.c: inside the group, below a root
-        with TaskGroup("outer"):
-            with TaskGroup("inner") as inner:
-                a()
+        with TaskGroup("outer"), TaskGroup("inner") as inner:
+            a()
         with TaskGroup("apart"):
             b()  # apart.b: no edge from the branch
         p >> [g, inner]

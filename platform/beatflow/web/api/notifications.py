@@ -18,6 +18,8 @@ from beatflow.web.models import Model, Timestamp
 
 NotificationState = Literal["pending", "sending", "sent", "failed"]
 NotificationEvent = Literal["success", "failure", "retry", "skipped"]
+AnyState = Query(None, description="only the events in this state")
+AnyEvent = Query(None, description="only this event")
 
 
 class Notification(Model):
@@ -47,7 +49,8 @@ class NotificationPage(Model):
 
 
 def notification_json(n: NotificationRecord) -> dict[str, Any]:
-    context = n.payload.get("context") if isinstance(n.payload.get("context"), dict) else {}
+    found = n.payload.get("context")
+    context: dict[str, Any] = found if isinstance(found, dict) else {}
     index = n.payload.get("index")
     tried = context.get("try_number")
     mapped = context.get("map_index")
@@ -74,8 +77,8 @@ def list_notifications(
     request: Request,
     dag_id: str | None = Query(None, max_length=250),
     run_id: str | None = Query(None, max_length=250),
-    state: NotificationState | None = Query(None),
-    event: NotificationEvent | None = Query(None),
+    state: NotificationState | None = AnyState,
+    event: NotificationEvent | None = AnyEvent,
     limit: int = Query(50, ge=1, le=200),
     offset: int = Query(0, ge=0, le=1_000_000),
 ) -> dict[str, Any]:
