@@ -113,6 +113,9 @@ class TaskSpec:
     file: str | None = None
     line: int | None = None
     outlets: tuple[str, ...] = ()  # the assets its success marks updated (dag.assets)
+    # whether its failure fails the DAG run (False: a teardown task, as Airflow's, whose
+    # failure is not the run's; the run still waits for it to end)
+    fails_run: bool = True
 
     @property
     def argument_upstream(self) -> set[str]:
@@ -198,6 +201,7 @@ class DAG:
     defaults: dict[str, Any] = field(default_factory=dict)  # default_args for its tasks
     tasks: dict[str, TaskSpec] = field(default_factory=dict)
     asset_schedule: Any = None  # a dag.assets condition: runs when its assets are updated
+    open_conf: bool = False  # a trigger's conf may hold keys that are not params (Airflow's)
     groups: dict[str, Any] = field(default_factory=dict)  # task groups: dag/groups.py GroupSpec
     plan_cache: Any = field(default=None, repr=False, compare=False)  # set by dag.compile
 
@@ -294,4 +298,4 @@ class DAG:
         Raises ConfError listing every problem (unknown key, wrong type, out of range, missing
         value), its ``fields`` naming each refused param.
         """
-        return params_mod.resolve(self.dag_id, self.params, conf)
+        return params_mod.resolve(self.dag_id, self.params, conf, open_conf=self.open_conf)

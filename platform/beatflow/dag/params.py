@@ -160,25 +160,33 @@ def param_from(value: Any) -> Param:
 
 
 def resolve(
-    dag_id: str, params: Mapping[str, Param], conf: Mapping[str, Any] | None
+    dag_id: str,
+    params: Mapping[str, Param],
+    conf: Mapping[str, Any] | None,
+    *,
+    open_conf: bool = False,
 ) -> dict[str, Any]:
     """Check a trigger's conf against ``params``; return the conf with defaults filled.
 
     Raises ConfError listing every problem (unknown key, wrong type, out of range, missing
-    value), with ``fields`` mapping each refused param to its reason.
+    value), with ``fields`` mapping each refused param to its reason. ``open_conf``: keys
+    that are not params pass as they are (an Airflow DAG's ``dag_run.conf`` is free-form).
     """
     if conf is not None and not isinstance(conf, Mapping):
         raise ConfError(dag_id, [f"conf must be a JSON object, got {type(conf).__name__}"])
     given = dict(conf or {})
     problems: list[str] = []
     fields: dict[str, str] = {}
+    out: dict[str, Any] = {}
+    if open_conf:
+        out = {k: v for k, v in given.items() if k not in params}
+        given = {k: v for k, v in given.items() if k in params}
     for key in sorted(set(given) - set(params)):
         close = difflib.get_close_matches(key, list(params), n=1)
         hint = f' (did you mean "{close[0]}"?)' if close else ""
         known = ", ".join(sorted(params)) or "none"
         name = key if len(key) <= 60 else f"{key[:60]}..."
         problems.append(f'unknown key "{name}"{hint}; declared params: {known}')
-    out: dict[str, Any] = {}
     for name, param in params.items():
         if name in given:
             value = given[name]

@@ -179,17 +179,22 @@ def upstream_states(
     return states, missing
 
 
-def run_outcome(expected: Mapping[str, bool], rows: Sequence[Row]) -> DagRunState | None:
+def run_outcome(
+    expected: Mapping[str, bool], rows: Sequence[Row], quiet: Collection[str] = ()
+) -> DagRunState | None:
     """The final state of a DAG run, or None while it is not final.
 
     ``expected`` maps every task id of the DAG to whether it is a ``.map()`` task. The run is
     final only when every task (every map instance) has a final row; missing, running and
     up_for_retry rows never count as success. Then it failed if any counted row failed,
-    was upstream_failed or cancelled, else it succeeded.
+    was upstream_failed or cancelled, else it succeeded. The tasks in ``quiet`` (teardowns:
+    ``TaskSpec.fails_run`` False) must end too, but their failure is not the run's.
     """
     mapped = [t for t, is_mapped in expected.items() if is_mapped]
     states, missing = upstream_states(list(expected), mapped, rows)
     if missing or not expected:
         return None
+    if quiet:
+        states, _ = upstream_states([t for t in expected if t not in quiet], mapped, rows)
     failed = any(s in TASK_RUN_FAILED for s in states)
     return DagRunState.FAILED if failed else DagRunState.SUCCESS

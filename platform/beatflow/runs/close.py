@@ -114,4 +114,9 @@ def run_outcome(dag: DAG | None, tasks: Sequence[TaskRunRecord]) -> DagRunState 
     if dag is None:
         return rules.dag_run_state([t.state for t in tasks])
     expected = {task_id: spec.map_over is not None for task_id, spec in dag.tasks.items()}
-    return decide.run_outcome(expected, tasks)
+    return decide.run_outcome(expected, tasks, quiet_tasks(dag))
+
+
+def quiet_tasks(dag: DAG) -> list[str]:
+    """The tasks whose failure does not fail the run (teardowns: ``TaskSpec.fails_run``)."""
+    return [task_id for task_id, spec in dag.tasks.items() if not spec.fails_run]

@@ -109,7 +109,8 @@ class Attempt:
         if tasks is None:
             return None
         expected = {task_id: spec.map_over is not None for task_id, spec in self.dag.tasks.items()}
-        outcome = run_outcome(expected, tasks)
+        quiet = [t for t, spec in self.dag.tasks.items() if not spec.fails_run]
+        outcome = run_outcome(expected, tasks, quiet)
         return None if outcome is None else str(outcome)
 
     def fail(

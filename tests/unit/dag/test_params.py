@@ -60,6 +60,16 @@ def test_python_types_required_and_inferred_defaults_keep_working() -> None:
     assert 'unknown key "limt" (did you mean "limit"?)' in unknown.problems[0]
 
 
+def test_an_open_conf_passes_keys_that_are_not_params_and_still_checks_params() -> None:
+    dag = dag_with(limit=Param(10, type="integer"))
+    assert "unknown key" in refused(dag, {"message": "hi"}).problems[0]
+    dag.model.open_conf = True  # an Airflow DAG file's: dag_run.conf is free-form
+    assert dag.model.resolve_conf({"message": "hi"}) == {"message": "hi", "limit": 10}
+    assert refused(dag, {"message": "hi", "limit": "x"}).fields == {
+        "limit": "must be integer, got str 'x'"
+    }
+
+
 def test_json_integers_and_enum_of_mixed_types() -> None:
     dag = dag_with(n=Param(1, type=["integer", "null"]), flag=Param(1, enum=[1, 2]))
     assert dag.model.resolve_conf({"n": None, "flag": 2}) == {"n": None, "flag": 2}

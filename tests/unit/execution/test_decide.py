@@ -225,6 +225,16 @@ def test_a_dag_run_with_a_map_is_final_only_when_every_instance_is():
     assert run_outcome(expected, mapped(0, []).rows) is DagRunState.SUCCESS
 
 
+def test_a_quiet_task_must_end_but_its_failure_is_not_the_runs():
+    expected = {"work": False, "teardown": False}
+    ok = [Row("work", "success"), Row("teardown", "failed")]
+    assert run_outcome(expected, ok, quiet=["teardown"]) is DagRunState.SUCCESS
+    assert run_outcome(expected, ok) is DagRunState.FAILED
+    bad = [Row("work", "failed"), Row("teardown", "success")]
+    assert run_outcome(expected, bad, quiet=["teardown"]) is DagRunState.FAILED
+    assert run_outcome(expected, [Row("work", "success")], quiet=["teardown"]) is None
+
+
 def test_a_dag_with_no_tasks_has_no_outcome():
     assert run_outcome({}, []) is None
 
