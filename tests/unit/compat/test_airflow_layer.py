@@ -108,21 +108,22 @@ def test_a_missing_feature_is_named_per_file(tmp_path: Path) -> None:
         "k8s.py",
         "from airflow.providers.cncf.kubernetes.operators.pod import KubernetesPodOperator\n",
     )
-    write(tmp_path, "assets.py", "import pendulum\nfrom airflow.sdk import DAG, Asset\n")
-    write(tmp_path, "sensor.py", "from airflow.sdk import task\n\n@task.sensor\ndef s(): ...\n")
+    write(tmp_path, "assets.py", "import pendulum\nfrom airflow.sdk import DAG, AssetAlias\n")
+    write(tmp_path, "venv.py", "from airflow.sdk import task\n\n@task.virtualenv\ndef s(): ...\n")
     write(tmp_path, "good.py", DAG_FILE)
     bag = load_dags(tmp_path)
     errors = {Path(e.file).name: e for e in bag.errors}
-    assert set(errors) == {"k8s.py", "assets.py", "sensor.py"} and "af_unit" in bag.dags
+    assert set(errors) == {"k8s.py", "assets.py", "venv.py"} and "af_unit" in bag.dags
     assert "airflow.providers.cncf.kubernetes" in errors["k8s.py"].message
     assert "is not supported by beatflow's Airflow layer" in errors["k8s.py"].message
-    assert "airflow.sdk.Asset (assets)" in errors["assets.py"].message
-    assert errors["assets.py"].line == 2 and errors["sensor.py"].line == 3
+    assert "airflow.sdk.AssetAlias (asset aliases)" in errors["assets.py"].message
+    assert "@task.virtualenv" in errors["venv.py"].message
+    assert errors["assets.py"].line == 2 and errors["venv.py"].line == 3
     result = CliRunner().invoke(
         main, ["dags", "check"], env={"BEATFLOW_DAGS_FOLDER": str(tmp_path)}
     )
     assert result.exit_code == 1
-    for name in ("k8s.py", "assets.py", "sensor.py"):
+    for name in ("k8s.py", "assets.py", "venv.py"):
         line = next(x for x in result.output.splitlines() if name in x)
         assert "not supported by beatflow's Airflow layer" in line
 

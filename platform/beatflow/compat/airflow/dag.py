@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from beatflow.compat.airflow import groups as airflow_groups
 from beatflow.compat.airflow.finder import unsupported
-from beatflow.dag import authoring
+from beatflow.dag import assets, authoring
 from beatflow.dag.model import Ref
 from beatflow.errors import DagDefinitionError
 
@@ -63,15 +63,23 @@ def caller() -> tuple[str | None, int | None]:
     return (None, None) if frame is None else (frame.f_code.co_filename, frame.f_lineno)
 
 
-def _schedule(value: Any) -> str | timedelta | None:
+def _schedule(value: Any) -> Any:
+    """Airflow's ``schedule`` as beatflow's: a cron, preset, timedelta or None; an Asset, an
+    asset condition (``a & b``, ``a | b``) or a list of assets (all of them) as the native
+    asset schedule (``beatflow.dag.assets``)."""
     if value is None or isinstance(value, timedelta):
         return value
     if isinstance(value, str):
         if value == "@continuous":
             raise unsupported("schedule '@continuous'")
         return value
-    if isinstance(value, Iterable) or type(value).__name__ in ("Asset", "AssetAll", "AssetAny"):
-        raise unsupported("schedule on assets", "data-aware scheduling")
+    if isinstance(value, assets.Asset | assets.AssetAll | assets.AssetAny):
+        return value
+    if isinstance(value, Iterable):
+        items = list(value)
+        if all(isinstance(v, assets.Asset | assets.AssetAll | assets.AssetAny) for v in items):
+            return items
+        raise unsupported("schedule on asset aliases or mixed lists", "assets")
     raise unsupported(f"schedule {type(value).__name__}", "custom timetables")
 
 
@@ -126,6 +134,7 @@ class DAG(authoring.DAG):
             on_success_callback=airflow_groups.callbacks(kwargs.get("on_success_callback")),
             on_failure_callback=airflow_groups.callbacks(kwargs.get("on_failure_callback")),
         )
+        self.model.open_conf = True  # dag_run.conf is free-form; params are checked
         self.operators: dict[str, BaseOperator] = {}
         self.finalized = False
         opened.append(self)

@@ -11,7 +11,9 @@ from typing import Any
 from beatflow.compat.airflow import running
 from beatflow.compat.airflow.dag import current_dag
 from beatflow.compat.airflow.finder import unsupported
-from beatflow.compat.airflow.operators import BaseOperator, XComArg, _Partial
+from beatflow.compat.airflow.mapping import Partial
+from beatflow.compat.airflow.operators import BaseOperator, XComArg
+from beatflow.compat.airflow.sensors import DecoratedSensorOperator
 from beatflow.compat.airflow.standard import (
     BashOperator,
     BranchPythonOperator,
@@ -76,19 +78,29 @@ class TaskFunction:
     """A decorated function: called inside a DAG it adds a task, outside it runs."""
 
     def __init__(
-        self, fn: Callable[..., Any], options: Mapping[str, Any], cls: type[BaseOperator]
+        self,
+        fn: Callable[..., Any],
+        options: Mapping[str, Any],
+        cls: type[BaseOperator],
+        role: str | None = None,
     ) -> None:
         self.function = fn
         self.options = dict(options)
         self.cls = cls
+        self.role = role  # "setup" or "teardown" (@setup, @teardown)
+        # @task.run_if / @task.skip_if: (kind, condition(context), skip message)
+        self.conditions: tuple[tuple[str, Callable[..., Any], str | None], ...] = ()
         functools.update_wrapper(self, fn)
 
     def override(self, **options: Any) -> TaskFunction:
-        return TaskFunction(self.function, {**self.options, **options}, self.cls)
+        made = TaskFunction(self.function, {**self.options, **options}, self.cls, self.role)
+        made.conditions = self.conditions
+        return made
 
     def _make(self, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> BaseOperator:
         owner = self.options.get("dag") or current_dag.get()
         opts = dict(self.options)
+        fail_run = opts.pop("on_failure_fail_dagrun", None)
         if "multiple_outputs" not in opts:
             opts["multiple_outputs"] = _returns_dict(self.function)
         base = opts.pop("task_id", None) or self.function.__name__
@@ -98,27 +110,33 @@ class TaskFunction:
             while task_id in owner.operators:
                 n += 1
                 task_id = f"{base}__{n}"
-        return self.cls(
+        op = self.cls(
             task_id=task_id,
             python_callable=self.function,
             op_args=args,
             op_kwargs=dict(kwargs),
             **opts,
         )
+        op.conditions = self.conditions
+        if self.role == "setup":
+            op.as_setup()
+        elif self.role == "teardown":
+            op.as_teardown(on_failure_fail_dagrun=fail_run)
+        return op
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         if current_dag.get() is None and "dag" not in self.options:
             return self.function(*args, **kwargs)
         return XComArg(self._make(args, kwargs))
 
-    def partial(self, **fixed: Any) -> _Partial:
-        return _Partial(lambda **kw: self._make((), kw), fixed)
+    def partial(self, **fixed: Any) -> Partial:
+        return Partial(lambda **kw: self._make((), kw), fixed)
 
     def expand(self, **mapped: Any) -> XComArg:
         return self.partial().expand(**mapped)
 
-    def expand_kwargs(self, *args: Any, **kw: Any) -> Any:
-        raise unsupported("expand_kwargs()")
+    def expand_kwargs(self, values: Any, *, strict: bool = True) -> XComArg:
+        return self.partial().expand_kwargs(values, strict=strict)
 
 
 def _decorator(cls: type[BaseOperator]) -> Callable[..., Any]:
@@ -133,15 +151,12 @@ def _decorator(cls: type[BaseOperator]) -> Callable[..., Any]:
 
 
 _NOT_YET = {
-    "sensor": "@task.sensor (sensors)",
     "virtualenv": "@task.virtualenv",
     "branch_virtualenv": "@task.branch_virtualenv",
     "external_python": "@task.external_python",
     "branch_external_python": "@task.branch_external_python",
     "docker": "@task.docker",
     "kubernetes": "@task.kubernetes (Kubernetes)",
-    "run_if": "@task.run_if",
-    "skip_if": "@task.skip_if",
 }
 
 
@@ -153,9 +168,18 @@ class _Task:
         self.bash = _decorator(BashDecoratedOperator)
         self.branch = _decorator(BranchDecoratedOperator)
         self.short_circuit = _decorator(ShortCircuitDecoratedOperator)
+        self.sensor = _decorator(DecoratedSensorOperator)
 
     def __call__(self, fn: Callable[..., Any] | None = None, /, **options: Any) -> Any:
         return self.python(fn, **options)
+
+    def run_if(self, condition: Callable[..., Any], skip_message: str | None = None) -> Any:
+        """``@task.run_if(lambda context: ...)`` over a task: skipped unless it holds."""
+        return _condition("run_if", condition, skip_message)
+
+    def skip_if(self, condition: Callable[..., Any], skip_message: str | None = None) -> Any:
+        """``@task.skip_if(lambda context: ...)`` over a task: skipped when it holds."""
+        return _condition("skip_if", condition, skip_message)
 
     def __getattr__(self, name: str) -> Any:
         if name.startswith("__"):
@@ -163,4 +187,30 @@ class _Task:
         raise unsupported(f"task.{name}", _NOT_YET.get(name))
 
 
+def _condition(kind: str, condition: Callable[..., Any], message: str | None) -> Any:
+    def wrap(fn: Any) -> TaskFunction:
+        made = fn if isinstance(fn, TaskFunction) else TaskFunction(fn, {}, DecoratedOperator)
+        made = made.override()
+        made.conditions = (*made.conditions, (kind, condition, message))
+        return made
+
+    return wrap
+
+
 task = _Task()
+
+
+def _role(role: str) -> Callable[..., Any]:
+    def deco(fn: Any = None, /, **options: Any) -> Any:
+        def make(f: Any) -> TaskFunction:
+            if isinstance(f, TaskFunction):  # @setup over @task.bash and the like
+                return TaskFunction(f.function, {**f.options, **options}, f.cls, role)
+            return TaskFunction(f, options, DecoratedOperator, role)
+
+        return make(fn) if fn is not None else make
+
+    return deco
+
+
+setup = _role("setup")  # ``@setup``: a setup task (setup_teardown)
+teardown = _role("teardown")  # ``@teardown`` / ``@teardown(on_failure_fail_dagrun=True)``

@@ -8,6 +8,7 @@ import types
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from beatflow.compat.airflow.assets import Asset
 from beatflow.compat.airflow.clock import (
     BranchDateTimeOperator,
     BranchDayOfWeekOperator,
@@ -15,10 +16,23 @@ from beatflow.compat.airflow.clock import (
     WeekDay,
 )
 from beatflow.compat.airflow.dag import DAG, Label, chain, cross_downstream, dag
-from beatflow.compat.airflow.decorators import task
+from beatflow.compat.airflow.decorators import setup, task, teardown
 from beatflow.compat.airflow.groups import Param, TaskGroup, task_group
 from beatflow.compat.airflow.operators import BaseOperator, XComArg
 from beatflow.compat.airflow.running import get_current_context
+from beatflow.compat.airflow.sensors import (
+    BaseSensorOperator,
+    BashSensor,
+    DateTimeSensor,
+    DayOfWeekSensor,
+    ExternalTaskMarker,
+    ExternalTaskSensor,
+    FileSensor,
+    PokeReturnValue,
+    PythonSensor,
+    TimeDeltaSensor,
+    TimeSensor,
+)
 from beatflow.compat.airflow.standard import (
     AirflowSkipException,
     BaseBranchOperator,
@@ -28,6 +42,8 @@ from beatflow.compat.airflow.standard import (
     PythonOperator,
     ShortCircuitOperator,
 )
+from beatflow.compat.airflow.trigger import TriggerDagRunOperator
+from beatflow.dag import assets
 
 
 class TriggerRule(enum.StrEnum):
@@ -98,27 +114,43 @@ NAMES: dict[str, Any] = {
     "TaskGroup": TaskGroup,
     "task_group": task_group,
     "Param": Param,
+    "BaseSensorOperator": BaseSensorOperator,
+    "PokeReturnValue": PokeReturnValue,
+    "PythonSensor": PythonSensor,
+    "BashSensor": BashSensor,
+    "FileSensor": FileSensor,
+    "TimeSensor": TimeSensor,
+    "TimeSensorAsync": TimeSensor,
+    "TimeDeltaSensor": TimeDeltaSensor,
+    "TimeDeltaSensorAsync": TimeDeltaSensor,
+    "DayOfWeekSensor": DayOfWeekSensor,
+    "DateTimeSensor": DateTimeSensor,
+    "DateTimeSensorAsync": DateTimeSensor,
+    "ExternalTaskSensor": ExternalTaskSensor,
+    "ExternalTaskMarker": ExternalTaskMarker,
+    "TriggerDagRunOperator": TriggerDagRunOperator,
+    "Asset": Asset,
+    "Dataset": Asset,
+    "AssetAll": lambda *parts: assets.AssetAll(tuple(parts)),
+    "AssetAny": lambda *parts: assets.AssetAny(tuple(parts)),
+    "setup": setup,
+    "teardown": teardown,
+    # airflow.sdk.timezone / airflow.utils.timezone
+    "datetime": _utc_datetime,
+    "utcnow": timezone.utcnow,
+    "utc": UTC,
 }
 
 UNSUPPORTED_NAMES: dict[str, str] = {
-    "Asset": "assets",
-    "AssetAlias": "assets",
-    "AssetWatcher": "assets",
-    "Dataset": "assets",
-    "Metadata": "assets",
-    "asset": "assets",
+    "AssetAlias": "asset aliases",
+    "AssetWatcher": "asset watchers",
+    "Metadata": "asset event extras",
+    "asset": "@asset (asset-defining functions)",
     "ParamsDict": "ParamsDict (use a dict of Param)",
-    "BaseSensorOperator": "sensors",
-    "PokeReturnValue": "sensors",
     "Variable": "Airflow Variables",
     "Connection": "Airflow Connections",
     "BaseHook": "hooks",
     "ObjectStoragePath": "object storage",
-    "TriggerDagRunOperator": "TriggerDagRunOperator",
-    "ExternalTaskSensor": "sensors",
-    "ExternalTaskMarker": "ExternalTaskMarker",
-    "setup": "setup and teardown tasks",
-    "teardown": "setup and teardown tasks",
     "PythonVirtualenvOperator": "virtualenv operators",
     "ExternalPythonOperator": "external Python operators",
     "BaseNotifier": "notifiers (not supported yet)",

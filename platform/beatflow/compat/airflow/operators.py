@@ -5,17 +5,19 @@ function renders the operator's templated fields and calls ``execute`` (see ``ru
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable, Mapping, Sequence
 from datetime import timedelta
 from typing import Any, Self
 
+from beatflow.compat.airflow import assets as airflow_assets
 from beatflow.compat.airflow import groups as airflow_groups
-from beatflow.compat.airflow import running
+from beatflow.compat.airflow import running, setup_teardown
 from beatflow.compat.airflow.dag import DAG, caller, current_dag, link
 from beatflow.compat.airflow.finder import unsupported
 from beatflow.dag import groups
+from beatflow.dag.assets import Asset
 from beatflow.dag.model import CALLBACK_EVENTS, TRIGGER_RULES, RetryPolicy, TaskSpec, map_leaves
+from beatflow.dag.task_options import option_problems
 from beatflow.errors import DagDefinitionError, InvalidIdError
 from beatflow.ids import check_task_id
 
@@ -103,51 +105,38 @@ class XComArg(_Linked):
     def __repr__(self) -> str:
         return f"XComArg({self.operator.task_id!r}, {self.key!r})"
 
-
-class _Partial:
-    """``Op.partial(**fixed)``: ``.expand(one=values)`` makes one mapped task."""
-
-    def __init__(self, make: Callable[..., BaseOperator], fixed: Mapping[str, Any]) -> None:
-        self.make = make
-        self.fixed = dict(fixed)
-
-    def expand(self, **mapped: Any) -> XComArg:
-        if len(mapped) != 1:
-            raise unsupported(f"expand() over {len(mapped)} arguments", "one argument only")
-        ((name, values),) = mapped.items()
-        op = self.make(**self.fixed, **{name: None})
-        op.expanded = name
-        if isinstance(values, XComArg):
-            if values.key != "return_value":
-                raise unsupported('expand() over result["key"]')
-            op.spec.map_over = values.operator.task_id
-        elif isinstance(values, list | tuple | dict):
-            source = _items_task(op, list(values) if not isinstance(values, dict) else [values])
-            op.spec.map_over = source
-        else:
-            raise unsupported(f"expand() over {type(values).__name__}")
-        return XComArg(op)
-
-    def expand_kwargs(self, *args: Any, **kw: Any) -> Any:
-        raise unsupported("expand_kwargs()")
-
-
-def _items(values: list[Any]) -> list[Any]:
-    return values
-
-
-def _items_task(op: BaseOperator, values: list[Any]) -> str:
-    """A task that returns the literal list an ``expand()`` maps over."""
-    task_id = f"{op.task_id}__items"
-    op.dag.model.add_task(
-        TaskSpec(
-            task_id=task_id,
-            fn=functools.partial(_items, values),
-            file=op.spec.file,
-            line=op.spec.line,
+    def __str__(self) -> str:
+        """In a templated string (an f-string in the DAG file), the pull as Airflow writes it."""
+        op = self.operator
+        return (
+            f"{{{{ task_instance.xcom_pull(task_ids='{op.task_id}', dag_id='{op.dag_id}', "
+            f"key='{self.key}') }}}}"
         )
-    )
-    return task_id
+
+    def as_setup(self) -> XComArg:
+        self.operator.as_setup()
+        return self
+
+    def as_teardown(self, setups: Any = None, on_failure_fail_dagrun: bool | None = None) -> Any:
+        self.operator.as_teardown(setups=setups, on_failure_fail_dagrun=on_failure_fail_dagrun)
+        return self
+
+    def __enter__(self) -> Any:
+        return self.operator.__enter__()
+
+    def __exit__(self, *exc: object) -> None:
+        self.operator.__exit__(*exc)
+
+
+def _pool(name: Any) -> str | None:
+    """Airflow's pool on beatflow's (``beatflow pools``); ``default_pool`` is no pool: beatflow
+    limits only the pools it is told of."""
+    if name in (None, "default_pool"):
+        return None
+    problems = option_problems({"pool": name})
+    if problems:
+        raise DagDefinitionError("; ".join(problems))
+    return str(name)
 
 
 def _seconds(value: Any) -> float:
@@ -155,7 +144,7 @@ def _seconds(value: Any) -> float:
 
 
 def _checked_options(
-    cls: str, given: Mapping[str, Any], d: Mapping[str, Any], pool: str | None, trigger_rule: Any
+    cls: str, given: Mapping[str, Any], d: Mapping[str, Any], trigger_rule: Any
 ) -> str:
     """Refuse the operator arguments the layer lacks (naming them); the trigger rule to use."""
     explicit = dict(given)
@@ -166,10 +155,8 @@ def _checked_options(
     for key in explicit:
         if key not in _IGNORED and key != "outlets":
             raise unsupported(f"{cls}({key}=...)")
-    if explicit.get("outlets"):
-        raise unsupported("outlets", "assets")
-    if (pool or d.get("pool")) not in (None, "default_pool"):
-        raise unsupported(f"pool={pool or d.get('pool')!r}", "pools")
+    if any(isinstance(i, Asset) for i in explicit.get("inlets") or ()):
+        raise unsupported("inlets of assets", "inlet_events and asset_state in the context")
     rule = str(getattr(trigger_rule, "value", trigger_rule))
     if trigger_rule == "all_success" and "trigger_rule" in d:
         rule = str(getattr(d["trigger_rule"], "value", d["trigger_rule"]))
@@ -186,6 +173,10 @@ class BaseOperator(_Linked):
     template_fields_renderers: Mapping[str, str] = {}
     ui_color = "#fff"
     multiple_outputs = False
+    is_setup = False
+    is_teardown = False
+    # @task.run_if / @task.skip_if: (kind, condition(context), skip message), checked first
+    conditions: tuple[tuple[str, Callable[..., Any], str | None], ...] = ()
     control: str | None = None  # a branch or short-circuit: its result decides (dag/flow.py)
 
     def __init__(
@@ -219,7 +210,7 @@ class BaseOperator(_Linked):
         group = airflow_groups.open_group(owner)
         outer = group.airflow_defaults if group is not None else {}
         d = {**owner.airflow_defaults, **outer, **(default_args or {})}
-        rule = _checked_options(type(self).__name__, kwargs, d, pool, trigger_rule)
+        rule = _checked_options(type(self).__name__, kwargs, d, trigger_rule)
         task_id = groups.qualify(groups.current(owner.model), task_id)  # extract.load
         callbacks = {}  # Airflow's on_<event>_callback, given or from default_args
         for event in CALLBACK_EVENTS:
@@ -238,7 +229,7 @@ class BaseOperator(_Linked):
         exponential = bool(pick("retry_exponential_backoff", retry_exponential_backoff))
         self.task_id = task_id
         self.dag = owner
-        self.trigger_rule = rule
+        self._trigger_rule = rule
         self.retries = int(pick("retries", retries) or 0)
         self.do_xcom_push = do_xcom_push
         if multiple_outputs is not None:
@@ -257,6 +248,9 @@ class BaseOperator(_Linked):
             ),
             time_limit=None if timeout is None else _seconds(timeout),
             queue=pick("queue", queue),
+            outlets=airflow_assets.outlets_of(kwargs.get("outlets", d.get("outlets"))),
+            pool=_pool(pick("pool", pool)),
+            pool_slots=int(pick("pool_slots", pool_slots if pool_slots != 1 else None) or 1),
             trigger_rule=rule,
             control=self.control,
             callbacks={e: tuple(fns) for e, fns in callbacks.items() if fns},
@@ -269,9 +263,48 @@ class BaseOperator(_Linked):
 
     # ---------------------------------------------------------------- authoring
 
+    @property
+    def trigger_rule(self) -> str:
+        return self._trigger_rule
+
+    @trigger_rule.setter
+    def trigger_rule(self, value: Any) -> None:
+        """``op.trigger_rule = TriggerRule.NONE_FAILED`` after the operator is made."""
+        rule = str(getattr(value, "value", value))
+        if rule not in TRIGGER_RULES:
+            raise unsupported(f"trigger rule {rule!r}", "not supported yet")
+        self._trigger_rule = rule
+        if hasattr(self, "spec"):
+            self.spec.trigger_rule = rule
+
+    def as_setup(self) -> Self:
+        """``op.as_setup()``: a setup task (see ``setup_teardown``)."""
+        setup_teardown.mark_setup(self)
+        return self
+
+    def as_teardown(self, setups: Any = None, on_failure_fail_dagrun: bool | None = None) -> Self:
+        """``op.as_teardown(setups=...)``: runs whatever its upstream's end; its failure is
+        not the run's unless ``on_failure_fail_dagrun``."""
+        setup_teardown.mark_teardown(self, setups, on_failure_fail_dagrun)
+        return self
+
+    def __enter__(self) -> Self:
+        if not self.is_teardown:
+            raise unsupported("`with` on a task that is not a teardown")
+        self._block = setup_teardown.Block(self)
+        self._block.__enter__()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        block = self.__dict__.pop("_block", None)
+        if block is not None:
+            block.__exit__(*exc)
+
     @classmethod
-    def partial(cls, **fixed: Any) -> _Partial:
-        return _Partial(cls, fixed)
+    def partial(cls, **fixed: Any) -> Any:
+        from beatflow.compat.airflow.mapping import Partial
+
+        return Partial(cls, fixed)
 
     @property
     def output(self) -> XComArg:

@@ -15,7 +15,9 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from beatflow.compat.airflow.finder import airflow_imports
+from beatflow.dag.flow import Skip
 from beatflow.dag.model import map_leaves
+from beatflow.dag.sensors import PokeResult
 from beatflow.extras import require
 
 if TYPE_CHECKING:
@@ -54,6 +56,7 @@ class TaskInstance:
         self.try_number = ctx.try_number
         self.log = ctx.log
         self.results = results
+        self.ctx = ctx
         self.pushed: dict[str, Any] = {}
 
     def xcom_push(self, key: str, value: Any, **kw: Any) -> None:
@@ -63,7 +66,9 @@ class TaskInstance:
         if task_id == self.task_id:
             return self.pushed.get(key)
         if task_id not in self.results:
-            return None
+            if task_id not in self.task.dag.operators:
+                return None
+            self.results = {**self.results, task_id: _stored_result(self, task_id)}
         op = self.task.dag.operators.get(task_id)
         value, pushes = split(self.results[task_id])
         if isinstance(value, list) and op is not None and op.expanded is not None:
@@ -99,6 +104,25 @@ class TaskInstance:
             value = self._one(task_ids, key)
             return default if value is None else value
         return [self._one(t, key) for t in task_ids]
+
+
+def _stored_result(ti: TaskInstance, task_id: str) -> Any:
+    """The result of a task of this run that is not a direct upstream (Airflow pulls from any
+    task of the run): read from the results database, None until it succeeded."""
+    from celery import current_task
+
+    from beatflow.runtime import runtime_of
+    from beatflow.states import TaskRunState
+
+    store = runtime_of(current_task.app).store
+    rows = store.get_task_runs(ti.dag_id, ti.run_id, [task_id])
+    own = [r for r in rows if r.map_index < 0 and r.state == TaskRunState.SUCCESS]
+    if not own:
+        return None
+    instances = sorted((r for r in rows if r.map_index >= 0), key=lambda r: r.map_index)
+    if own[0].map_count is not None:  # a mapped task: the list of its instances' results
+        return [r.result for r in instances]
+    return own[0].result
 
 
 class _DagRun:
@@ -212,11 +236,7 @@ class Runner:
         context = build_context(op, ctx, results)
         ti: TaskInstance = context["ti"]
         if op.expanded is not None and items:
-            target = getattr(op, "expand_into", None)
-            if target is not None:
-                getattr(op, target)[op.expanded] = items[0]
-            else:
-                setattr(op, op.expanded, items[0])
+            _expanded_into(op, items[0])
 
         def resolve(leaf: Any) -> Any:
             from beatflow.compat.airflow.operators import XComArg
@@ -230,14 +250,54 @@ class Runner:
                 setattr(op, name, map_leaves(value, resolve))
         for name in op.template_fields:
             setattr(op, name, render(getattr(op, name, None), context))
+        _may_run(op, ti, context)
         token = _current.set(context)
         try:
             with airflow_imports():  # a task function may import airflow names as it runs
                 result = op.execute(context)
         finally:
             _current.reset(token)
-        if not op.do_xcom_push:
-            result = None
-        if ti.pushed:
-            return {ENVELOPE: ti.pushed, "return_value": result}
-        return result
+        if isinstance(result, PokeResult):  # a sensor's poke: its value only when done
+            if not result.is_done:
+                return result
+            return PokeResult(True, _pushed(op, ti, result.value))
+        return _pushed(op, ti, result)
+
+
+def _expanded_into(op: BaseOperator, item: Any) -> None:
+    """A mapped task run's item set on its operator: one argument, or a dict of them."""
+    from beatflow.compat.airflow.mapping import KWARGS
+
+    target = getattr(op, "expand_into", None)
+    given = item if op.expanded == KWARGS else {op.expanded: item}
+    if not isinstance(given, dict):
+        raise TypeError(f"expand_kwargs() maps over dicts, got {type(given).__name__}")
+    for name, value in given.items():
+        if target is not None:
+            getattr(op, target)[name] = value
+        else:
+            setattr(op, name, value)
+
+
+def _may_run(op: BaseOperator, ti: TaskInstance, context: Mapping[str, Any]) -> None:
+    """Raise Skip (or fail) before a task runs: a teardown whose setups did not succeed, a
+    ``@task.run_if`` / ``@task.skip_if`` condition."""
+    if op.is_teardown:
+        from beatflow.compat.airflow import setup_teardown
+
+        setup_teardown.check_setups(op, ti)
+    for kind, condition, message in getattr(op, "conditions", ()):
+        holds = bool(condition(context))
+        if holds != (kind == "run_if"):
+            said = "held" if holds else "did not hold"
+            raise Skip(message or f"{kind}: the condition {said}")
+
+
+def _pushed(op: BaseOperator, ti: TaskInstance, result: Any) -> Any:
+    """The stored result: the return value (None without ``do_xcom_push``), with the keyed
+    pushes around it when the task made any."""
+    if not op.do_xcom_push:
+        result = None
+    if ti.pushed:
+        return {ENVELOPE: ti.pushed, "return_value": result}
+    return result
