@@ -1,11 +1,13 @@
 """Airflow DAG files, unchanged, run by a real beatflow worker: TaskFlow results and
 multiple_outputs, keyed xcom_push/xcom_pull, Jinja templates, BashOperator, retries, task groups,
-Param and callbacks."""
+Param and callbacks, sensors, setup and teardown, TriggerDagRunOperator and ExternalTaskSensor,
+expand over several arguments, pools and assets."""
 
 from __future__ import annotations
 
 import json
 
+from beatflow.runtime import runtime_of
 from tests.cluster import Cluster
 from tests.procs import wait_for
 
@@ -53,3 +55,90 @@ def test_task_groups_params_and_callbacks_run(airflow_cluster: Cluster) -> None:
 
     wait_for(lambda: len(seen()) >= 2, timeout=30, message="the two failure callbacks")
     assert seen() == [["failure", "work.fail"], ["failure", None]]
+
+
+def _pokes(cluster: Cluster, name: str, run_id: str) -> int:
+    path = cluster.marks / f"af-{name}-{run_id}"
+    return len(path.read_text().splitlines()) if path.exists() else 0
+
+
+def test_sensors_poke_on_the_native_sensors(airflow_cluster: Cluster) -> None:
+    run, tasks = airflow_cluster.run("af_sensors")
+    states = {k: t.state for k, t in tasks.items()}
+    assert run.state == "success", (states, airflow_cluster.log_tail())
+    # @task.sensor in reschedule mode: three pokes, each its own claim; its PokeReturnValue's
+    # value is the result
+    assert tasks["ready"].result == "ready after 3"
+    assert _pokes(airflow_cluster, "ready", run.run_id) == 3
+    assert tasks["use"].result == "ready after 3"
+    # a BaseSensorOperator subclass in poke mode: done on its second poke, no value
+    assert _pokes(airflow_cluster, "counted", run.run_id) == 2
+    assert tasks["counted"].state == "success" and tasks["counted"].result is None
+    # a PythonSensor past its timeout with soft_fail is skipped; a BashSensor exiting 0 is done
+    assert states["never"] == "skipped" and states["bash"] == "success", states
+
+
+def test_a_teardown_runs_after_a_failure_and_its_own_failure_is_not_the_runs(
+    airflow_cluster: Cluster,
+) -> None:
+    run, tasks = airflow_cluster.run("af_teardown_after_failure")
+    states = {k: t.state for k, t in tasks.items()}
+    assert run.state == "failed", states
+    assert states == {"create": "success", "work": "failed", "delete": "success"}, states
+
+    run, tasks = airflow_cluster.run("af_teardown_fails_quietly")
+    states = {k: t.state for k, t in tasks.items()}
+    assert run.state == "success", (states, airflow_cluster.log_tail())
+    assert states == {"make": "success", "middle": "success", "cleanup": "failed"}, states
+    # the `with cleanup(make()):` block put middle between the setup and the teardown
+    dag = runtime_of(airflow_cluster.app).dag("af_teardown_fails_quietly")
+    assert dag.tasks["middle"].upstream == {"make"}
+    assert "middle" in dag.tasks["cleanup"].upstream
+
+    run, tasks = airflow_cluster.run("af_teardown_skipped")
+    states = {k: t.state for k, t in tasks.items()}
+    assert run.state == "success", states
+    assert states == {"nothing_to_make": "skipped", "nothing_to_clean": "skipped"}, states
+
+
+def test_trigger_dag_run_starts_one_run_and_an_external_task_sensor_sees_it(
+    airflow_cluster: Cluster,
+) -> None:
+    run, tasks = airflow_cluster.run("af_controller")
+    states = {k: t.state for k, t in tasks.items()}
+    assert run.state == "success", (states, airflow_cluster.log_tail())
+    targets = airflow_cluster.store.dag_runs_at("af_target", run.logical_date)
+    assert [t.run_id for t in targets] == [f"triggered__af_controller.trigger__{run.run_id}"]
+    (target,) = targets
+    assert target.state == "success" and dict(target.conf) == {"n": 21}
+    done = airflow_cluster.tasks("af_target", target.run_id)
+    assert done["double"].result == 42
+    pushed = tasks["trigger"].result["__airflow_xcom__"]
+    assert pushed == {"trigger_run_id": target.run_id, "trigger_dag_id": "af_target"}
+
+
+def test_mapping_over_several_arguments_pools_assets_far_pulls_and_conditions(
+    airflow_cluster: Cluster,
+) -> None:
+    airflow_cluster.store.set_pool("af_pool", 1)
+    run, tasks = airflow_cluster.run("af_mapping")
+    states = {k: t.state for k, t in tasks.items()}
+    assert run.state == "success", (states, airflow_cluster.log_tail())
+    # expand(x=[1, 2], y=[10, 20]): the cross product, four mapped runs
+    assert sorted(t.result for k, t in tasks.items() if k.startswith("add[")) == [11, 12, 21, 22]
+    assert tasks["total"].result == 66
+    assert sorted(t.result for k, t in tasks.items() if k.startswith("add_kw[")) == [3, 7]
+    # xcom_pull from a task that is not a direct upstream reads its stored result
+    assert tasks["far"].result == [1, 2]
+    # the pool is beatflow's pool; the outlet is beatflow's asset
+    assert tasks["pooled"].result == "in the pool"
+    events = airflow_cluster.store.list_asset_events("af://orders")
+    assert [(e.dag_id, e.run_id, e.task_id) for e in events] == [
+        ("af_mapping", run.run_id, "pooled")
+    ]
+    # @task.skip_if / @task.run_if: the condition, on the task's context, before it runs
+    assert states["not_today"] == "skipped", states
+    assert states["gated"] == "success" and tasks["gated"].result == "ran", states
+    consumer = runtime_of(airflow_cluster.app).dag("af_on_orders")
+    assert consumer.asset_schedule is not None
+    assert consumer.asset_schedule.names() == {"af://orders"}
