@@ -128,6 +128,9 @@ def test_mapping_over_several_arguments_pools_assets_far_pulls_and_conditions(
     assert sorted(t.result for k, t in tasks.items() if k.startswith("add[")) == [11, 12, 21, 22]
     assert tasks["total"].result == 66
     assert sorted(t.result for k, t in tasks.items() if k.startswith("add_kw[")) == [3, 7]
+    # a mapped task group: each task of it maps, index by index, over the one before
+    twice = [tasks[f"grouped.twice[{i}]"].result for i in range(3)]
+    assert twice == [4, 6, 8], states
     # xcom_pull from a task that is not a direct upstream reads its stored result
     assert tasks["far"].result == [1, 2]
     # the pool is beatflow's pool; the outlet is beatflow's asset

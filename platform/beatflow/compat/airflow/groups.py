@@ -105,15 +105,24 @@ def task_group(fn: Callable[..., Any] | None = None, /, **options: Any) -> Any:
                 result = f(*args, **kwargs)
             return group if result is None else result
 
-        def expand(*a: Any, **kw: Any) -> Any:
-            raise unsupported("@task_group .expand()", "mapped task groups")
+        def expand(**mapped: Any) -> Any:
+            from beatflow.compat.airflow import mapped_groups
+
+            return mapped_groups.expand(call, {}, mapped)
+
+        def partial(**fixed: Any) -> Any:
+            from beatflow.compat.airflow import mapped_groups
+
+            return types.SimpleNamespace(
+                expand=lambda **mapped: mapped_groups.expand(call, fixed, mapped)
+            )
 
         def override(**more: Any) -> Callable[..., Any]:
             made: Callable[..., Any] = task_group(f, **{**options, **more})
             return made
 
         call.expand = expand  # type: ignore[attr-defined]
-        call.partial = expand  # type: ignore[attr-defined]
+        call.partial = partial  # type: ignore[attr-defined]
         call.override = override  # type: ignore[attr-defined]
         return call
 

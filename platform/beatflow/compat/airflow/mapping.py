@@ -38,7 +38,7 @@ class Partial:
         ((name, values),) = mapped.items()
         op = self.make(**self.fixed, **{name: None})
         op.expanded = name
-        op.spec.map_over = _source(op, values)
+        op.spec.map_over = source_of(op, values)
         return XComArg(op)
 
     def expand_kwargs(self, values: Any, *, strict: bool = True) -> XComArg:
@@ -48,7 +48,7 @@ class Partial:
             raise DagDefinitionError("expand_kwargs() takes a list of dicts")
         op = self.make(**self.fixed)
         op.expanded = KWARGS
-        op.spec.map_over = _source(op, values)
+        op.spec.map_over = source_of(op, values)
         return XComArg(op)
 
 
@@ -56,7 +56,7 @@ class Partial:
 KWARGS = "__kwargs__"
 
 
-def _source(op: BaseOperator, values: Any) -> str:
+def source_of(op: BaseOperator, values: Any) -> str:
     """The task whose result list a mapped operator maps over."""
     if isinstance(values, XComArg):
         if values.key != "return_value":

@@ -1,5 +1,5 @@
 import pendulum
-from airflow.sdk import DAG, Asset, task
+from airflow.sdk import DAG, Asset, task, task_group
 
 START = pendulum.datetime(2024, 1, 1, tz="UTC")
 ORDERS = Asset("af://orders")
@@ -36,6 +36,19 @@ with DAG("af_mapping", schedule=None, start_date=START):
     def gated():
         return "echo ran"
 
+    @task_group
+    def grouped(num):
+        @task
+        def plus_one(num):
+            return num + 1
+
+        @task
+        def twice(num):
+            return num * 2
+
+        return twice(plus_one(num))
+
+    grouped.expand(num=[1, 2, 3])
     not_today()
     gated()
     sums = add.expand(x=nums(), y=[10, 20])
