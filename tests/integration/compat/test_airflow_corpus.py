@@ -27,7 +27,7 @@ from tests.integration.compat import corpus
 pytestmark = pytest.mark.slow
 
 # The share of the 67 files that must run (a ratchet: raise it as the layer grows).
-RATCHET = 38 / 67
+RATCHET = 39 / 67
 FILES = 67
 # The end state an example means to reach, where it is not success.
 EXPECTED: dict[str, str] = {"example_failed_dag": "failed"}
