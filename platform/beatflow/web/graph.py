@@ -1,8 +1,10 @@
-"""A DAG drawn as SVG on the server, laid out in layers from left to right (graph_layout: a
-Sugiyama layout whose edges never run under a node), each task coloured by its state in one run
-when a run is given. Task groups are boxes around their tasks and nothing else; a collapsed group
-is one node (its tasks' worst state), and each group's label links to the page with that group
-toggled (``toggle(group_id)`` gives the URL). The same DAG gives the same SVG."""
+"""A DAG drawn as SVG on the server, laid out in layers from left to right, or from top to bottom
+for a narrow screen (graph_layout: a Sugiyama layout whose edges never run under a node), each
+task coloured by its state in one run when a run is given. A page gets both (``render_svgs``);
+its CSS shows one by the width of the window. Task groups are boxes around their tasks and
+nothing else; a collapsed group is one node (its tasks' worst state), and each group's label
+links to the page with that group toggled (``toggle(group_id)`` gives the URL). The same DAG
+gives the same SVG."""
 
 from __future__ import annotations
 
@@ -13,7 +15,7 @@ from urllib.parse import urlencode
 
 from beatflow.dag import groups
 from beatflow.dag.model import DAG
-from beatflow.web.graph_layout import Box, Layout, layered
+from beatflow.web.graph_layout import Box, Direction, Layout, layered
 
 GROUP_PREFIX = "group:"
 # a collapsed group shows the first of these its tasks are in ("none": one has not run yet, so
@@ -64,23 +66,35 @@ def render_svg(
     *,
     collapsed: Collection[str] = (),
     toggle: Callable[[str], str] | None = None,
+    direction: Direction = "LR",
 ) -> str:
     """The SVG text (inline in a page); ``states`` task_id -> state, ``links`` task_id -> URL,
-    ``collapsed`` the groups drawn as one node, ``toggle(group_id)`` the URL that flips one.
-    Its size is its natural one; the page's CSS scales it down to the width of its box."""
+    ``collapsed`` the groups drawn as one node, ``toggle(group_id)`` the URL that flips one,
+    ``direction`` where the layers go (its class: ``graph lr`` or ``graph tb``). Its size is its
+    natural one; the page's CSS scales it down to the width of its box."""
     states = states or {}
     collapsed = set(collapsed) & set(dag.groups)
-    lay = layout(dag, collapsed)
+    lay = layout(dag, collapsed, direction)
     _, ups = view_graph(dag, collapsed)
     width, height = _n(lay.width), _n(lay.height)
+    arrow = f"arrow-{direction.lower()}"  # one id per orientation: both may be in a page
     parts = [
-        f'<svg xmlns="http://www.w3.org/2000/svg" class="graph" width="{width}" '
-        f'height="{height}" viewBox="0 0 {width} {height}" role="img" '
+        f'<svg xmlns="http://www.w3.org/2000/svg" class="graph {direction.lower()}" '
+        f'width="{width}" height="{height}" viewBox="0 0 {width} {height}" role="img" '
         f'aria-label="graph of DAG {escape(dag.dag_id)}">',
-        '<defs><marker id="arrow" viewBox="0 0 10 10" refX="10" refY="5" markerWidth="6" '
+        f'<defs><marker id="{arrow}" viewBox="0 0 10 10" refX="10" refY="5" markerWidth="6" '
         'markerHeight="6" orient="auto-start-reverse"><path d="M 0 0 L 10 5 L 0 10 z" '
         'class="arrow"/></marker></defs>',
     ]
+    for route in lay.routes:
+        dashed = "" if ups[route.dst][route.src] else ' stroke-dasharray="4 3"'
+        marker = "marker-start" if route.reversed else "marker-end"
+        parts.append(
+            f'<path class="edge" data-edge="{escape(route.src)} {escape(route.dst)}" '
+            f'd="{_path(route.points, direction)}"{dashed} {marker}="url(#{arrow})"/>'
+        )
+    # groups over the edges (their box is not filled): top to bottom, an edge into a group
+    # crosses its label's row, and the label's outline keeps it readable
     for gid, box in lay.groups.items():
         spec = dag.groups[gid]
         text = f'<text x="{_n(box.x + 8)}" y="{_n(box.y + 17)}">{escape("▾ " + spec.label)}</text>'
@@ -92,20 +106,29 @@ def render_svg(
             f'<rect x="{_n(box.x)}" y="{_n(box.y)}" width="{_n(box.w)}" height="{_n(box.h)}" '
             f'rx="8"/>{text}</g>'
         )
-    for route in lay.routes:
-        dashed = "" if ups[route.dst][route.src] else ' stroke-dasharray="4 3"'
-        marker = "marker-start" if route.reversed else "marker-end"
-        parts.append(
-            f'<path class="edge" data-edge="{escape(route.src)} {escape(route.dst)}" '
-            f'd="{_path(route.points)}"{dashed} {marker}="url(#arrow)"/>'
-        )
     for node, box in lay.nodes.items():
         parts.append(_node(dag, node, box, states, links or {}, toggle))
     parts.append("</svg>")
     return "".join(parts)
 
 
-def layout(dag: DAG, collapsed: Collection[str] = ()) -> Layout:
+def render_svgs(
+    dag: DAG,
+    states: Mapping[str, str] | None = None,
+    links: Mapping[str, str] | None = None,
+    *,
+    collapsed: Collection[str] = (),
+    toggle: Callable[[str], str] | None = None,
+) -> str:
+    """Both orientations of the graph, left to right first; the page's CSS shows one (top to
+    bottom in a narrow window, where the other would be scaled down past reading)."""
+    return "".join(
+        render_svg(dag, states, links, collapsed=collapsed, toggle=toggle, direction=d)
+        for d in ("LR", "TB")
+    )
+
+
+def layout(dag: DAG, collapsed: Collection[str] = (), direction: Direction = "LR") -> Layout:
     """The layered layout of the DAG's graph with ``collapsed`` groups as one node each."""
     nodes, ups = view_graph(dag, collapsed)
     owner = groups.group_of(dag)
@@ -119,6 +142,7 @@ def layout(dag: DAG, collapsed: Collection[str] = ()) -> Layout:
         parent,
         {gid: spec.parent for gid, spec in dag.groups.items()},
         {gid: 7.5 * len(spec.label) + 40 for gid, spec in dag.groups.items()},
+        direction,
     )
 
 
@@ -162,14 +186,17 @@ def _n(value: float) -> str:
     return text[:-2] if text.endswith(".0") else text
 
 
-def _path(points: Sequence[tuple[float, float]]) -> str:
+def _path(points: Sequence[tuple[float, float]], direction: Direction = "LR") -> str:
     """Straight along a layer, an S-curve across the gap between two layers (it stays inside the
-    gap: between its ends' x and y)."""
+    gap: between its ends' x and y), leaving and arriving in the direction of the layers."""
     (x0, y0), *rest = points
     d = [f"M {_n(x0)} {_n(y0)}"]
     for x, y in rest:
         if y == y0 or x == x0:
             d.append(f"L {_n(x)} {_n(y)}")
+        elif direction == "TB":
+            mid = _n((y0 + y) / 2)
+            d.append(f"C {_n(x0)} {mid}, {_n(x)} {mid}, {_n(x)} {_n(y)}")
         else:
             mid = _n((x0 + x) / 2)
             d.append(f"C {mid} {_n(y0)}, {mid} {_n(y)}, {_n(x)} {_n(y)}")

@@ -1,5 +1,5 @@
-"""The layout of the web UI's DAG graph: a layered (Sugiyama) layout drawn left to right, with
-task groups as compound nodes, and each edge's path.
+"""The layout of the web UI's DAG graph: a layered (Sugiyama) layout drawn left to right, or top
+to bottom (for a narrow screen), with task groups as compound nodes, and each edge's path.
 
 Each level (the whole graph, and each group) is laid out by ``layering``: layers, dummies for
 long edges, crossings reduced, places without overlap. Cycles (a collapsed group both before and
@@ -9,19 +9,24 @@ on its left and right borders for the edges that cross it, then placed as one bo
 parent's level, so a group's box holds its members and nothing else. An edge's path goes out of
 the groups around its source, across the level holding both ends, and into the groups around
 its target; it runs along its lane inside a layer and crosses the gaps between layers, so it
-never runs under a box it does not end at. Lists all along, never a set's order: the same input
-gives the same layout."""
+never runs under a box it does not end at. Top to bottom is the same layout with the axes swapped:
+laid out left to right with each box's width and height exchanged (and a group's label room at
+its left), then turned over its diagonal, so layers become rows and ports sit on a group's top
+and bottom borders. Lists all along, never a set's order: the same input gives the same
+layout."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Literal
 
 from beatflow.web.layering import Level, lay
 
 NODE_W, NODE_H = 160, 30
 PAD, LABEL_H = 10, 26  # inside a group's box; the room of its label above its members
 Step = tuple[str | None, str, str]  # (container, from element, to element)
+Direction = Literal["LR", "TB"]  # left to right; top to bottom
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,8 +39,9 @@ class Box:
 
 @dataclass(frozen=True, slots=True)
 class Route:
-    """An edge's path: points joined by horizontal lines (inside a layer) and lines across the
-    gaps between layers; ``reversed``: laid out from ``dst`` to ``src`` (it closed a cycle)."""
+    """An edge's path: points joined by lines along a layer (horizontal left to right, vertical
+    top to bottom) and lines across the gaps between layers; ``reversed``: laid out from
+    ``dst`` to ``src`` (it closed a cycle)."""
 
     src: str
     dst: str
@@ -58,11 +64,12 @@ def layered(
     parent: Mapping[str, str | None] | None = None,
     group_parent: Mapping[str, str | None] | None = None,
     group_min_width: Mapping[str, float] | None = None,
+    direction: Direction = "LR",
 ) -> Layout:
     """Lay out ``nodes`` and ``edges`` (pairs of nodes). ``parent``: a node's innermost group
     (absent or None: none); ``group_parent``: each group's parent group (None: top level);
-    ``group_min_width``: room for a group's label."""
-    graph = _Compound(nodes, parent or {}, group_parent or {})
+    ``group_min_width``: room for a group's label; ``direction``: where the layers go."""
+    graph = _Compound(nodes, parent or {}, group_parent or {}, direction == "TB")
     paths = graph.connect(edges)
     graph.lay_out(group_min_width or {})
     root = graph.levels[None]
@@ -70,18 +77,38 @@ def layered(
     graph.place(None, PAD, PAD, out)
     for u, v, rev, steps in paths:
         out.routes.append(Route(u, v, graph.route(steps, out), rev))
-    return out
+    return _turned(out) if graph.turned else out
+
+
+def _turned(lay: Layout) -> Layout:
+    """The layout mirrored over its diagonal: x for y, width for height."""
+
+    def box(b: Box) -> Box:
+        return Box(b.y, b.x, b.h, b.w)
+
+    return Layout(
+        lay.height,
+        lay.width,
+        {k: box(b) for k, b in lay.nodes.items()},
+        {k: box(b) for k, b in lay.groups.items()},
+        [Route(r.src, r.dst, tuple((y, x) for x, y in r.points), r.reversed) for r in lay.routes],
+    )
 
 
 class _Compound:
-    """The levels of a graph with groups, and where each element ended up."""
+    """The levels of a graph with groups, and where each element ended up (laid out left to
+    right; ``turned``: sizes and a group's label room as the graph turned over its diagonal
+    needs them)."""
 
     def __init__(
         self,
         nodes: Sequence[str],
         parent: Mapping[str, str | None],
         group_parent: Mapping[str, str | None],
+        turned: bool = False,
     ) -> None:
+        self.turned = turned
+        self.node_size = (NODE_H, NODE_W) if turned else (NODE_W, NODE_H)
         self.group_parent = group_parent
         self.chains = {n: _ancestry(parent.get(n), group_parent) for n in nodes}
         self.levels: dict[str | None, Level] = {None: Level()}
@@ -142,16 +169,21 @@ class _Compound:
         return steps
 
     def size(self, e: str) -> tuple[float, float]:
-        return self.sizes.get(e, (NODE_W, NODE_H) if e[0] == "n" else (0.0, 0.0))
+        return self.sizes.get(e, self.node_size if e[0] == "n" else (0.0, 0.0))
 
     def lay_out(self, group_min_width: Mapping[str, float]) -> None:
         """Inner groups first: a group's size is known before its parent's level is laid out."""
         for box in sorted(self.levels, key=lambda b: -len(_ancestry(b, self.group_parent))):
             level = self.levels[box]
             lay(level, self.size)
-            if box is not None:
-                w = max(level.width + 2 * PAD, group_min_width.get(box, 0.0))
-                self.sizes[f"g:{box}"] = (w, level.height + LABEL_H + PAD)
+            if box is None:
+                continue
+            least = group_min_width.get(box, 0.0)  # its width as drawn
+            if self.turned:  # the label's room at the left: above, once turned
+                size = (level.width + LABEL_H + PAD, max(level.height + 2 * PAD, least))
+            else:
+                size = (max(level.width + 2 * PAD, least), level.height + LABEL_H + PAD)
+            self.sizes[f"g:{box}"] = size
 
     def place(self, box: str | None, ox: float, oy: float, out: Layout) -> None:
         """The level's elements at their absolute places, its content's top left at (ox, oy)."""
@@ -166,7 +198,8 @@ class _Compound:
                 out.nodes[e[2:]] = Box(left, top, w, h)
             elif e[0] == "g":
                 out.groups[e[2:]] = Box(left, top, w, h)
-                self.place(e[2:], left + PAD, top + LABEL_H, out)
+                inset = (LABEL_H, PAD) if self.turned else (PAD, LABEL_H)
+                self.place(e[2:], left + inset[0], top + inset[1], out)
             else:
                 self.points[key] = (left, oy + level.y[e])
 
