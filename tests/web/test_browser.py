@@ -110,7 +110,7 @@ def test_the_dag_list_graph_grid_and_a_run_triggered_with_conf(
     assert page.locator("#task-rows .state-success").count() == 3  # type: ignore[attr-defined]
     shot(page, tmp_path, "run")
     page.click(".crumbs a")  # type: ignore[attr-defined]
-    assert page.locator("svg.graph g.node.state-success").count() == 3  # type: ignore[attr-defined]
+    assert page.locator("svg.graph.lr g.node.state-success").count() == 3  # type: ignore[attr-defined]
     assert page.locator("table.grid td a.state-success").count() >= 3  # type: ignore[attr-defined]
     shot(page, tmp_path, "dag")
 
@@ -396,8 +396,8 @@ def test_skipped_tasks_are_shown_as_skipped_with_their_reason(
         assert {r["task_id"]: r["states"][-1] for r in grid["tasks"]}["not_taken"] == "skipped"
     page.goto(f"{web.url}/dags/web_branch/runs/{run['run_id']}")  # type: ignore[attr-defined]
     wait_state(page, "success")
-    node = page.locator('#run-graph g.node.state-skipped[data-task="not_taken"] rect')  # type: ignore[attr-defined]
-    done = page.locator('#run-graph g.node.state-success[data-task="taken"] rect')  # type: ignore[attr-defined]
+    node = page.locator('#run-graph svg.lr g.node.state-skipped[data-task="not_taken"] rect')  # type: ignore[attr-defined]
+    done = page.locator('#run-graph svg.lr g.node.state-success[data-task="taken"] rect')  # type: ignore[attr-defined]
     style = "(r, p) => getComputedStyle(r).getPropertyValue(p)"
     assert node.evaluate(style, "stroke-dasharray") not in ("", "none")  # dashed: not run
     assert node.evaluate(style, "fill") != done.evaluate(style, "fill")
@@ -457,21 +457,22 @@ def test_task_groups_fold_into_one_node_in_the_graph_and_head_their_rows_in_the_
     trigger_from_page(page, web, "web_groups", "{}")
     wait_state(page, "success")
     pg.goto(f"{web.url}/dags/web_groups")
-    assert pg.locator("svg.graph g.group[data-group=extract]").count() == 1
-    assert pg.locator("svg.graph g.node[data-task='extract.pull']").count() == 1
+    # 1280 px wide: the left-to-right drawing (the top-to-bottom one is there, hidden)
+    assert pg.locator("svg.graph.lr g.group[data-group=extract]").count() == 1
+    assert pg.locator("svg.graph.lr g.node[data-task='extract.pull']").count() == 1
     assert pg.locator("table.grid tr.group-row[data-group=extract]").count() == 1
     grid = [
         pg.inner_text(f"table.grid tr[data-task='{t}'] th") for t in ("extract.pull", "load.write")
     ]
     assert grid == ["pull", "write"]
-    pg.click("svg.graph g.group[data-group=extract] a.group-toggle")
-    pg.wait_for_selector("svg.graph g.group-node[data-group=extract]")
-    assert pg.locator("svg.graph g.node[data-task='extract.pull']").count() == 0
-    assert pg.locator("svg.graph g.group-node.state-success[data-group=extract]").count() == 1
-    assert pg.locator("svg.graph g.node[data-task='load.write']").count() == 1
+    pg.click("svg.graph.lr g.group[data-group=extract] a.group-toggle")
+    pg.wait_for_selector("svg.graph.lr g.group-node[data-group=extract]")
+    assert pg.locator("svg.graph.lr g.node[data-task='extract.pull']").count() == 0
+    assert pg.locator("svg.graph.lr g.group-node.state-success[data-group=extract]").count() == 1
+    assert pg.locator("svg.graph.lr g.node[data-task='load.write']").count() == 1
     shot(page, tmp_path, "group-collapsed")
-    pg.click("svg.graph g.group-node[data-group=extract]")  # open it again
-    pg.wait_for_selector("svg.graph g.node[data-task='extract.pull']")
+    pg.click("svg.graph.lr g.group-node[data-group=extract]")  # open it again
+    pg.wait_for_selector("svg.graph.lr g.node[data-task='extract.pull']")
     pg.click("#collapse-all")
-    pg.wait_for_selector("svg.graph g.group-node[data-group=load]")
-    assert pg.locator("svg.graph g.node").count() == 2
+    pg.wait_for_selector("svg.graph.lr g.group-node[data-group=load]")
+    assert pg.locator("svg.graph.lr g.node").count() == 2

@@ -1,9 +1,10 @@
 """The DAG graph in headless Chromium (issue 45, case 9), measured in the DOM: a nine-task DAG
-with a ``.map()`` and a task group fits its box at 1280 px and at 390 px (no task outside the
-box, no horizontal scroll of the page), no two nodes overlap, no edge runs under a node it does
-not end at; the run page folds the group into one node showing its tasks' worst state, which the
-live poll keeps up to date; dark mode draws the same graph. Screenshots go to the test's tmp
-folder (and BEATFLOW_SCREENSHOTS_DIR)."""
+with a ``.map()`` and a task group fits its box at 1280 px (drawn left to right) and at 390 px
+(drawn top to bottom, its labels at 0.6 of their size or more: readable), with no task outside
+the box and no horizontal scroll of the page; no two nodes overlap, no edge runs under a node it
+does not end at; both pages fold the group into one node showing its tasks' worst state, which
+the live poll keeps up to date in both drawings; dark mode draws the same graph. Screenshots go
+to the test's tmp folder (and BEATFLOW_SCREENSHOTS_DIR)."""
 
 from __future__ import annotations
 
@@ -32,23 +33,33 @@ TASKS = {"list_ids", "fetch_each", "check.schema", "check.rows", "merge", "repor
          "notify", "archive"}  # fmt: skip
 LIVE_MS = 30_000  # a poll every 2 s: a live change shows well within this
 WIDTHS = (1280, 390)
+SHOWN = {1280: "lr", 390: "tb"}  # the drawing each width shows
+READABLE = 0.6  # a node drawn at this fraction of its natural size or more (12 px text: 7 px+)
 
-# every node's box and the graph box, in the page's pixels; and the page's own width
+# the drawing shown (the one of the two with a size), every node's box in the page's pixels
+# with its scale (drawn size / natural size), the graph box; and the page's own width
 MEASURE = """sel => {
   const wrap = document.querySelector(sel);
   const r = wrap.getBoundingClientRect();
-  const nodes = [...wrap.querySelectorAll('g.node')].map(g => {
-    const b = g.querySelector('rect').getBoundingClientRect();
+  const shown = [...wrap.querySelectorAll('svg.graph')]
+    .filter(s => s.getBoundingClientRect().width > 0);
+  const nodes = [...shown[0].querySelectorAll('g.node')].map(g => {
+    const rect = g.querySelector('rect');
+    const b = rect.getBoundingClientRect();
+    const scale = Math.min(b.width / +rect.getAttribute('width'),
+                           b.height / +rect.getAttribute('height'));
     return {id: g.dataset.task || 'group:' + g.dataset.group,
-            l: b.left, t: b.top, r: b.right, b: b.bottom};
+            l: b.left, t: b.top, r: b.right, b: b.bottom, scale};
   });
   return {box: {l: r.left, t: r.top, r: r.right, b: r.bottom}, nodes,
+          shown: shown.map(s => s.getAttribute('class')),
           page: document.documentElement.scrollWidth, viewport: window.innerWidth};
 }"""
 
 # points along each edge (SVG units) inside a node's box: an edge running under a node
 UNDER = """sel => {
-  const svg = document.querySelector(sel + ' svg.graph');
+  const svg = [...document.querySelectorAll(sel + ' svg.graph')]
+    .find(s => s.getBoundingClientRect().width > 0);
   const rects = [...svg.querySelectorAll('g.node')].map(g => {
     const r = g.querySelector('rect');
     return {id: g.dataset.task || 'group:' + g.dataset.group, x: +r.getAttribute('x'),
@@ -95,11 +106,16 @@ def open_gate(web: WebServer, run_id: str, name: str) -> None:
 
 
 def fits(pg: Any, sel: str, expect: set[str]) -> None:
-    """Every node inside the graph box (none hidden: the box does not scroll), none over another,
+    """One drawing shown, the one for the window's width; every node inside the graph box (none
+    hidden: the box does not scroll) at a readable size on a narrow screen, none over another,
     the page no wider than the window."""
     m = pg.evaluate(MEASURE, sel)
     assert m["page"] <= m["viewport"], f"the page scrolls sideways: {m['page']} > {m['viewport']}"
+    assert m["shown"] == [f"graph {SHOWN[m['viewport']]}"]
     assert {n["id"] for n in m["nodes"]} == expect
+    if m["viewport"] < 700:
+        small = [f"{n['id']} at {n['scale']:.2f}" for n in m["nodes"] if n["scale"] < READABLE]
+        assert not small, f"drawn too small to read: {small}"
     box = m["box"]
     for n in m["nodes"]:
         inside = (
@@ -134,14 +150,15 @@ def test_the_nine_task_graph_fits_its_box_at_1280_and_390_px_with_edges_around_t
     assert scroll > m["box"]["r"] - m["box"]["l"]
     pg.click("button.graph-zoom[data-graph=graph]")  # and back to fit
     fits(pg, "#graph", TASKS)
-    # the group folded: one node for its two tasks, and still everything fits
-    pg.set_viewport_size({"width": 1280, "height": 900})
-    pg.click("#graph g.group[data-group=check] a.group-toggle")
-    pg.wait_for_selector("#graph g.group-node[data-group=check]")
+    # the group folded from the narrow drawing: one node for its two tasks, in both drawings,
+    # and still everything fits
+    pg.click("#graph svg.tb g.group[data-group=check] a.group-toggle")
+    pg.wait_for_selector("#graph svg.tb g.group-node[data-group=check]")
     folded = (TASKS - {"check.schema", "check.rows"}) | {"group:check"}
-    for width in WIDTHS:
+    for width in (390, 1280):
         pg.set_viewport_size({"width": width, "height": 900})
         fits(pg, "#graph", folded)
+    pg.set_viewport_size({"width": 390, "height": 900})
     shot(page, tmp_path, "graph-dag-collapsed-390")
 
 
@@ -160,8 +177,8 @@ def test_the_run_page_folds_a_group_into_its_worst_state_and_the_poll_keeps_it(
         shot(page, tmp_path, "graph-run-390")
         pg.set_viewport_size({"width": 1280, "height": 900})
         # the run page has the toggle too: check.rows waits at its gate, so the group is not done
-        pg.click("#run-graph g.group[data-group=check] a.group-toggle")
-        group = pg.locator("#run-graph g.group-node[data-group=check]")
+        pg.click("#run-graph svg.lr g.group[data-group=check] a.group-toggle")
+        group = pg.locator("#run-graph svg.lr g.group-node[data-group=check]")
         group.wait_for()
         assert "state-success" not in group.get_attribute("class")
         assert pg.locator("#run-graph g.node[data-task='check.rows']").count() == 0
@@ -170,17 +187,24 @@ def test_the_run_page_folds_a_group_into_its_worst_state_and_the_poll_keeps_it(
         open_gate(web, run_id, "check")
         # the poll colours the folded group when its tasks are done, the run still running
         pg.wait_for_selector(
-            "#run-graph g.group-node.state-success[data-group=check]", timeout=LIVE_MS
+            "#run-graph svg.lr g.group-node.state-success[data-group=check]", timeout=LIVE_MS
         )
         assert pg.evaluate("window.__same_page === true")
         assert pg.locator("#run-state .state-running").count() == 1
         shot(page, tmp_path, "graph-run-collapsed-live")
+        # the narrow drawing is kept up to date too: shown at 390 px, its group coloured
+        pg.set_viewport_size({"width": 390, "height": 900})
+        fits(pg, "#run-graph", (TASKS - {"check.schema", "check.rows"}) | {"group:check"})
+        tall = pg.locator("#run-graph svg.tb g.group-node[data-group=check]")
+        assert "state-success" in tall.get_attribute("class")
+        shot(page, tmp_path, "graph-run-collapsed-live-390")
         open_gate(web, run_id, "report")
         wait_state(page, "success")  # the page reloads at the end: still folded
-        assert pg.locator("#run-graph g.group-node.state-success[data-group=check]").count() == 1
-        pg.click("#run-graph g.group-node[data-group=check]")  # open it again
-        pg.wait_for_selector("#run-graph g.node.state-success[data-task='check.rows']")
+        assert pg.locator("#run-graph g.group-node.state-success[data-group=check]").count() == 2
+        pg.click("#run-graph svg.tb g.group-node[data-group=check]")  # open it again, at 390
+        pg.wait_for_selector("#run-graph svg.tb g.node.state-success[data-task='check.rows']")
         assert "/runs/" in pg.url and "collapsed" not in pg.url
+        fits(pg, "#run-graph", TASKS)
     finally:
         open_gate(web, run_id, "check")
         open_gate(web, run_id, "report")

@@ -79,7 +79,8 @@ def test_map_instances_appear_as_created_and_rows_keep_every_column(
             )
         )
     row(page, "step").locator(".st .state-running").wait_for(timeout=LIVE_MS)  # type: ignore[attr-defined]
-    assert page.locator('#run-graph g.node[data-task="step"].state-running').count() == 1  # type: ignore[attr-defined]
+    # both drawings of the graph (left to right, top to bottom; the page's width shows one)
+    assert page.locator('#run-graph g.node[data-task="step"].state-running').count() == 2  # type: ignore[attr-defined]
     assert same_page(page)
     shot(page, tmp_path, "live-map-running")
     # the gate opens: collect and hold run; rows the poll drew keep link, worker, try, dates

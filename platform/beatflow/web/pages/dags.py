@@ -53,7 +53,7 @@ def _dag_context(request: Request, dag_id: str, collapsed: str = "") -> dict[str
     toggle = graph.toggler(path, "graph", shut)
     return {
         "dag": views.dag_detail(dag, paused, recent[: views.LAST_RUNS]),
-        "svg": graph.render_svg(dag, states, links, collapsed=shut, toggle=toggle),
+        "svg": graph.render_svgs(dag, states, links, collapsed=shut, toggle=toggle),
         "groups": graph.group_controls(dag, shut, path, "graph"),
         "fields": params_form.fields(dag),
         "latest": views.run_json(latest) if latest else None,

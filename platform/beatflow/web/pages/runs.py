@@ -93,7 +93,7 @@ def run_page(
         dag_id=dag_id,
         run=views.run_json(run),
         conf_text=display_json(run.conf),
-        svg=graph.render_svg(dag, states, links, collapsed=shut, toggle=toggle),
+        svg=graph.render_svgs(dag, states, links, collapsed=shut, toggle=toggle),
         groups=graph.group_controls(dag, shut, base, "run-graph"),
         rows=rows,
         waiting=waiting,
