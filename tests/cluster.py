@@ -3,6 +3,7 @@ processes, on a Redis database and a results database given by the caller, loadi
 
 from __future__ import annotations
 
+import subprocess
 import uuid
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
@@ -16,7 +17,7 @@ from beatflow.runs import follow_run, trigger_dag
 from beatflow.runtime import runtime_of
 from beatflow.settings import Settings
 from beatflow.store import DagRunRecord, Store, TaskRunRecord
-from tests import procs
+from tests import procs, services
 
 DAGS = Path(__file__).resolve().parent / "dags"
 
@@ -35,6 +36,15 @@ class Cluster:
     @property
     def marks(self) -> Path:
         return Path(self.env["BEATFLOW_TEST_MARKS"])
+
+    @property
+    def settings_env(self) -> dict[str, str]:
+        """The cluster's BEATFLOW_* settings, without the tests' marks folder."""
+        return {k: v for k, v in self.env.items() if k != "BEATFLOW_TEST_MARKS"}
+
+    def cli(self, *args: str) -> subprocess.CompletedProcess[str]:
+        """The `beatflow` command in a child process, with the cluster's settings."""
+        return procs.run_beatflow(self.settings_env, *args)
 
     def count(self, name: str) -> int:
         path = self.marks / name
@@ -108,3 +118,27 @@ def cluster(
         for w in c.workers:
             w.stop()
         app.close()
+
+
+@contextmanager
+def own_cluster(
+    redis_server: services.RedisServer,
+    postgres_server: services.PostgresServer,
+    tmp: Path,
+    *,
+    workers: int = 1,
+    env: Mapping[str, str] | None = None,
+    dags: Path = DAGS,
+) -> Iterator[Cluster]:
+    """``cluster`` on a fresh Redis database and a PostgreSQL database of its own (a random name:
+    unique across xdist workers, whose tmp names repeat); the Redis database is flushed and the
+    PostgreSQL one dropped afterwards."""
+    redis_url = redis_server.fresh_db_url()
+    db_name = f"bf_{uuid.uuid4().hex[:12]}"
+    db_url = postgres_server.create_database(db_name)
+    try:
+        with cluster(tmp, redis_url, db_url, workers=workers, env=env, dags=dags) as c:
+            yield c
+    finally:
+        services.flush_redis(redis_url)
+        postgres_server.drop_database(db_name)

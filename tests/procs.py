@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+BEATFLOW = str(Path(sys.executable).with_name("beatflow"))  # the installed command
 
 
 def wait_for(
@@ -44,6 +45,18 @@ def beatflow_env(extra: Mapping[str, str]) -> dict[str, str]:
     )
     env.update(extra)
     return env
+
+
+def run_beatflow(
+    env: Mapping[str, str], *args: str, timeout: float = 120.0
+) -> subprocess.CompletedProcess[str]:
+    """The `beatflow` command in a child process, to its end: this process's environment
+    without its BEATFLOW_* variables, then ``env``; its output captured as text."""
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("BEATFLOW_")}
+    clean.update(env)
+    return subprocess.run(
+        [BEATFLOW, *args], env=clean, capture_output=True, text=True, timeout=timeout, check=False
+    )
 
 
 @dataclass

@@ -4,7 +4,6 @@ web app served by uvicorn on a free port in a thread of the test process."""
 from __future__ import annotations
 
 import threading
-import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,8 +16,7 @@ from beatflow.runtime import runtime_of
 from beatflow.settings import Settings
 from beatflow.web import create_web_app
 from tests import services
-from tests.cluster import Cluster
-from tests.cluster import cluster as make_cluster
+from tests.cluster import Cluster, own_cluster
 from tests.procs import wait_for
 
 DAGS = Path(__file__).resolve().parent / "dags"
@@ -68,15 +66,8 @@ def web_cluster(
     tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[Cluster]:
     tmp = tmp_path_factory.mktemp("web")
-    redis_url = redis_server.fresh_db_url()
-    db_name = f"bf_{uuid.uuid4().hex[:12]}"
-    db_url = postgres_server.create_database(db_name)
-    try:
-        with make_cluster(tmp, redis_url, db_url, dags=DAGS) as c:
-            yield c
-    finally:
-        services.flush_redis(redis_url)
-        postgres_server.drop_database(db_name)
+    with own_cluster(redis_server, postgres_server, tmp, dags=DAGS) as c:
+        yield c
 
 
 @pytest.fixture(scope="module")

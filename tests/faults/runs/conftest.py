@@ -4,14 +4,12 @@ real `beatflow exporter` following its events, for the reconciler's action count
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Callable, Iterator
 
 import pytest
 
 from tests import procs, services
-from tests.cluster import Cluster
-from tests.cluster import cluster as make_cluster
+from tests.cluster import Cluster, own_cluster
 from tests.integration.observability.conftest import (
     Samples,
     exporter_proc,
@@ -36,15 +34,8 @@ def cluster(
     tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[Cluster]:
     tmp = tmp_path_factory.mktemp("cluster")
-    redis_url = redis_server.fresh_db_url()
-    db_name = f"bf_{uuid.uuid4().hex[:12]}"
-    db_url = postgres_server.create_database(db_name)
-    try:
-        with make_cluster(tmp, redis_url, db_url, env=FAST_RECONCILER) as c:
-            yield c
-    finally:
-        services.flush_redis(redis_url)
-        postgres_server.drop_database(db_name)
+    with own_cluster(redis_server, postgres_server, tmp, env=FAST_RECONCILER) as c:
+        yield c
 
 
 @pytest.fixture(scope="module")

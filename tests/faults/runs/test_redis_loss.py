@@ -5,9 +5,7 @@ so every side effect still happens exactly once."""
 
 from __future__ import annotations
 
-import os
 import subprocess
-import sys
 import uuid
 from collections.abc import Callable
 from pathlib import Path
@@ -20,21 +18,15 @@ from beatflow.runtime import runtime_of
 from beatflow.states import DagRunState, TaskRunState
 from tests.cluster import Cluster, cluster
 from tests.faults.runs.conftest import BOUND, FAST_RECONCILER
-from tests.procs import wait_for
+from tests.procs import run_beatflow, wait_for
 from tests.services import OwnedRedis
 
 pytestmark = pytest.mark.slow
 
-BEATFLOW = str(Path(sys.executable).with_name("beatflow"))
-
 
 def beatflow(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
-    clean = {k: v for k, v in os.environ.items() if not k.startswith("BEATFLOW_")}
-    clean.update({k: v for k, v in env.items() if k != "BEATFLOW_TEST_MARKS"})
-    clean["BEATFLOW_LOG_FORMAT"] = "text"
-    return subprocess.run(
-        [BEATFLOW, *args], env=clean, capture_output=True, text=True, timeout=120, check=False
-    )
+    settings = {k: v for k, v in env.items() if k != "BEATFLOW_TEST_MARKS"}
+    return run_beatflow({**settings, "BEATFLOW_LOG_FORMAT": "text"}, *args)
 
 
 def reconnected(c: Cluster) -> bool:

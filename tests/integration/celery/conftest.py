@@ -9,7 +9,6 @@ import json
 import sys
 import urllib.error
 import urllib.request
-import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,7 +17,7 @@ from typing import Any
 import pytest
 
 from tests import procs, services
-from tests.cluster import Cluster, cluster
+from tests.cluster import Cluster, own_cluster
 from tests.integration.observability.conftest import Samples, exporter_proc, scrape
 from tests.integration.observability.conftest import wait_exporter_ready as _exporter_ready
 
@@ -103,31 +102,23 @@ def stack(
     tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[Stack]:
     tmp = tmp_path_factory.mktemp("celery")
-    redis_url = redis_server.fresh_db_url()
-    db_name = f"bf_{uuid.uuid4().hex[:12]}"  # unique across xdist workers (their tmp names repeat)
-    db_url = postgres_server.create_database(db_name)
     port = services.free_port()
-    try:
-        with cluster(
-            tmp, redis_url, db_url, dags=DAGS, env={"BEATFLOW_METRICS_PORT": str(port)}
-        ) as c:
-            exporter = exporter_proc(tmp, c.env).start()
-            flower: procs.Proc | None = None
-            try:
-                _exporter_ready(exporter, f"http://127.0.0.1:{port}")
-                flower, flower_url = start_flower(tmp, c.env)
-                _flower_follows_events(flower_url)
-                yield Stack(
-                    cluster=c,
-                    flower=flower,
-                    flower_url=flower_url,
-                    exporter=exporter,
-                    metrics_url=f"http://127.0.0.1:{port}/metrics",
-                )
-            finally:
-                if flower is not None:
-                    flower.stop()
-                exporter.stop()
-    finally:
-        services.flush_redis(redis_url)
-        postgres_server.drop_database(db_name)
+    env = {"BEATFLOW_METRICS_PORT": str(port)}
+    with own_cluster(redis_server, postgres_server, tmp, dags=DAGS, env=env) as c:
+        exporter = exporter_proc(tmp, c.env).start()
+        flower: procs.Proc | None = None
+        try:
+            _exporter_ready(exporter, f"http://127.0.0.1:{port}")
+            flower, flower_url = start_flower(tmp, c.env)
+            _flower_follows_events(flower_url)
+            yield Stack(
+                cluster=c,
+                flower=flower,
+                flower_url=flower_url,
+                exporter=exporter,
+                metrics_url=f"http://127.0.0.1:{port}/metrics",
+            )
+        finally:
+            if flower is not None:
+                flower.stop()
+            exporter.stop()

@@ -159,9 +159,7 @@ def test_flowers_tasks_page_shows_the_failed_task(
 
 def test_dlq_replay_prints_json(stack: Stack, failed_run: object) -> None:
     # last in this module: the replay runs burst (and its downstream) again
-    env = procs.beatflow_env(
-        {k: v for k, v in stack.cluster.env.items() if k != "BEATFLOW_TEST_MARKS"}
-    )
+    env = procs.beatflow_env(stack.cluster.settings_env)
     cli = [sys.executable, "-c", "import sys; from beatflow.cli import main; sys.exit(main())"]
     listed = subprocess.run(
         [*cli, "dlq", "list", "--json"], env=env, capture_output=True, text=True, timeout=120

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from tests import procs, services
-from tests.cluster import Cluster, cluster
+from tests.cluster import Cluster, own_cluster
 
 pytestmark = pytest.mark.slow
 
@@ -29,17 +29,9 @@ def plain(
     tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[Cluster]:
     tmp = tmp_path_factory.mktemp("plain")
-    redis_url = redis_server.fresh_db_url()
-    db_name = f"bf_{uuid.uuid4().hex[:12]}"
-    db_url = postgres_server.create_database(db_name)
-    try:
-        with cluster(
-            tmp, redis_url, db_url, dags=PLAIN_DAGS, env={"BEATFLOW_IMPORTS": "billing"}
-        ) as c:
-            yield c
-    finally:
-        services.flush_redis(redis_url)
-        postgres_server.drop_database(db_name)
+    env = {"BEATFLOW_IMPORTS": "billing"}
+    with own_cluster(redis_server, postgres_server, tmp, dags=PLAIN_DAGS, env=env) as c:
+        yield c
 
 
 def _call(c: Cluster, name: str, *args: object, task_id: str | None = None) -> object:

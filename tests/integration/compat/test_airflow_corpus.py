@@ -9,7 +9,6 @@ the state the example means to reach. Prints a table, file by file, and the shar
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -20,8 +19,7 @@ from beatflow.dag.loader import load_dags
 from beatflow.runs import follow_run, trigger_dag
 from beatflow.runtime import runtime_of
 from tests import services
-from tests.cluster import Cluster
-from tests.cluster import cluster as make_cluster
+from tests.cluster import Cluster, own_cluster
 from tests.integration.compat import corpus
 
 pytestmark = pytest.mark.slow
@@ -64,16 +62,11 @@ def examples_cluster(
     tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[Cluster]:
     tmp = tmp_path_factory.mktemp("cluster")
-    redis_url = redis_server.fresh_db_url()
-    db_name = f"bf_{uuid.uuid4().hex[:12]}"
-    db_url = postgres_server.create_database(db_name)
-    try:
-        home = {"AIRFLOW_HOME": str(tmp / "airflow_home")}  # where examples write files
-        with make_cluster(tmp, redis_url, db_url, dags=examples[0], workers=2, env=home) as c:
-            yield c
-    finally:
-        services.flush_redis(redis_url)
-        postgres_server.drop_database(db_name)
+    home = {"AIRFLOW_HOME": str(tmp / "airflow_home")}  # where examples write files
+    with own_cluster(
+        redis_server, postgres_server, tmp, dags=examples[0], workers=2, env=home
+    ) as c:
+        yield c
 
 
 def test_airflow_examples_run(examples: tuple[Path, list[str]], examples_cluster: Cluster) -> None:

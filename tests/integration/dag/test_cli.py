@@ -15,8 +15,7 @@ pytestmark = pytest.mark.slow
 
 
 def cli(cluster, *args: str) -> tuple[int, str]:
-    env = {k: v for k, v in cluster.env.items() if k != "BEATFLOW_TEST_MARKS"}
-    result = CliRunner().invoke(main, list(args), env=env)
+    result = CliRunner().invoke(main, list(args), env=cluster.settings_env)
     if result.exception is not None and not isinstance(result.exception, SystemExit):
         raise result.exception
     return result.exit_code, result.output

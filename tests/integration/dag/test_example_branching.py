@@ -3,14 +3,12 @@ join, the short-circuit and the Skip each do what its docstring says."""
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Iterator
 
 import pytest
 
-from tests import procs, services
-from tests.cluster import Cluster
-from tests.cluster import cluster as make_cluster
+from tests import procs
+from tests.cluster import Cluster, own_cluster
 
 pytestmark = pytest.mark.slow
 
@@ -19,15 +17,8 @@ pytestmark = pytest.mark.slow
 def shipped(redis_server, postgres_server, tmp_path_factory) -> Iterator[Cluster]:
     """A worker loading the shipped dags/ folder."""
     tmp = tmp_path_factory.mktemp("shipped")
-    redis_url = redis_server.fresh_db_url()
-    db_name = f"bf_{uuid.uuid4().hex[:12]}"
-    db_url = postgres_server.create_database(db_name)
-    try:
-        with make_cluster(tmp, redis_url, db_url, dags=procs.ROOT / "dags") as c:
-            yield c
-    finally:
-        services.flush_redis(redis_url)
-        postgres_server.drop_database(db_name)
+    with own_cluster(redis_server, postgres_server, tmp, dags=procs.ROOT / "dags") as c:
+        yield c
 
 
 def test_the_branching_example_takes_one_load_joins_publishes_and_skips_the_archive(shipped):

@@ -4,7 +4,6 @@ retries; params' defaults, a conf checked at the trigger, and the CLI's error fo
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -14,8 +13,7 @@ from click.testing import CliRunner
 from beatflow.cli import main
 from beatflow.errors import ConfError
 from tests import services
-from tests.cluster import Cluster
-from tests.cluster import cluster as make_cluster
+from tests.cluster import Cluster, own_cluster
 
 pytestmark = pytest.mark.slow
 
@@ -29,15 +27,8 @@ def examples(
     tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[Cluster]:
     tmp = tmp_path_factory.mktemp("examples")
-    redis_url = redis_server.fresh_db_url()
-    db_name = f"bf_{uuid.uuid4().hex[:12]}"
-    db_url = postgres_server.create_database(db_name)
-    try:
-        with make_cluster(tmp, redis_url, db_url, dags=SHIPPED) as c:
-            yield c
-    finally:
-        services.flush_redis(redis_url)
-        postgres_server.drop_database(db_name)
+    with own_cluster(redis_server, postgres_server, tmp, dags=SHIPPED) as c:
+        yield c
 
 
 def test_the_task_groups_example_runs_to_success_with_grouped_ids(examples: Cluster) -> None:
@@ -65,10 +56,8 @@ def test_the_params_example_takes_defaults_checks_a_conf_and_the_cli_says_why(
         "region": "must be one of 'eu', 'us', 'apac', got 'mars'",
         "batch_size": "must be at least 1, got 0",
     }
-    env = {k: v for k, v in examples.env.items() if k != "BEATFLOW_TEST_MARKS"}
-    result = CliRunner().invoke(
-        main, ["dags", "trigger", "example_params", "--conf", '{"day": "06/12/2026"}'], env=env
-    )
+    argv = ["dags", "trigger", "example_params", "--conf", '{"day": "06/12/2026"}']
+    result = CliRunner().invoke(main, argv, env=examples.settings_env)
     assert result.exit_code != 0
     assert result.output.startswith("error: ")
     assert '"day" must match the pattern' in result.output

@@ -3,13 +3,12 @@ and the READY flag, both sensors are done at their first poke and `load` gets wh
 
 from __future__ import annotations
 
-import uuid
 from datetime import UTC, datetime
 
 import pytest
 
-from tests import procs, services
-from tests.cluster import cluster as make_cluster
+from tests import procs
+from tests.cluster import own_cluster
 
 pytestmark = pytest.mark.slow
 
@@ -20,17 +19,11 @@ def test_the_sensors_example_loads_what_its_sensors_found(tmp_path, redis_server
     when = datetime(2026, 12, 6, tzinfo=UTC)
     (inbox / "orders-2026-12-06.csv").write_text("id\n1\n")
     (inbox / "READY").write_text("v1\n")
-    redis_url = redis_server.fresh_db_url()
-    db_name = f"bf_{uuid.uuid4().hex[:12]}"
-    db_url = postgres_server.create_database(db_name)
     env = {"EXAMPLE_SENSORS_INBOX": str(inbox)}
-    try:
-        with make_cluster(tmp_path, redis_url, db_url, dags=procs.ROOT / "dags", env=env) as c:
-            final, tasks = c.run("example_sensors", logical_date=when)
-            assert final.state == "success", tasks
-            assert tasks["wait_for_file"].result == [str(inbox / "orders-2026-12-06.csv")]
-            assert tasks["ready_flag"].result == "v1"
-            assert tasks["load"].result == "loaded 1 file(s), flag 'v1'"
-    finally:
-        services.flush_redis(redis_url)
-        postgres_server.drop_database(db_name)
+    dags = procs.ROOT / "dags"
+    with own_cluster(redis_server, postgres_server, tmp_path, dags=dags, env=env) as c:
+        final, tasks = c.run("example_sensors", logical_date=when)
+        assert final.state == "success", tasks
+        assert tasks["wait_for_file"].result == [str(inbox / "orders-2026-12-06.csv")]
+        assert tasks["ready_flag"].result == "v1"
+        assert tasks["load"].result == "loaded 1 file(s), flag 'v1'"

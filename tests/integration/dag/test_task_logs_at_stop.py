@@ -6,13 +6,12 @@ from __future__ import annotations
 
 import os
 import signal
-import uuid
 from pathlib import Path
 
 import pytest
 
 from tests import services
-from tests.cluster import cluster
+from tests.cluster import own_cluster
 
 pytestmark = pytest.mark.slow
 
@@ -22,26 +21,19 @@ def test_the_last_task_runs_log_lines_are_stored_when_the_worker_stops_at_once(
     postgres_server: services.PostgresServer,
     tmp_path: Path,
 ) -> None:
-    db_name = f"bf_{uuid.uuid4().hex[:12]}"
-    db_url = postgres_server.create_database(db_name)
-    redis_url = redis_server.fresh_db_url()
-    try:
-        with cluster(tmp_path, redis_url, db_url) as c:
-            final, tasks = c.run("t_chain")
-            assert final.state == "success"
-            worker = c.workers[0]
-            assert worker.popen is not None
-            # as Kubernetes stops a pod: SIGTERM to the main process only (a warm shutdown)
-            os.kill(worker.pid, signal.SIGTERM)
-            worker.popen.wait(timeout=60)
-            lines = c.store.get_task_logs("t_chain", final.run_id, "join")
-            messages = [str(line.get("message")) for line in lines]
-            assert "joining L, R and 12" in messages, (messages, c.log_tail())
-            assert tasks["join"].state == "success"
-            # a task that logs nothing stores nothing: beatflow's own started and succeeded
-            # lines are DEBUG (Celery's received and succeeded lines say it at INFO), so a
-            # quiet task run costs the database no log row
-            assert c.store.get_task_logs("t_chain", final.run_id, "total") == []
-    finally:
-        services.flush_redis(redis_url)
-        postgres_server.drop_database(db_name)
+    with own_cluster(redis_server, postgres_server, tmp_path) as c:
+        final, tasks = c.run("t_chain")
+        assert final.state == "success"
+        worker = c.workers[0]
+        assert worker.popen is not None
+        # as Kubernetes stops a pod: SIGTERM to the main process only (a warm shutdown)
+        os.kill(worker.pid, signal.SIGTERM)
+        worker.popen.wait(timeout=60)
+        lines = c.store.get_task_logs("t_chain", final.run_id, "join")
+        messages = [str(line.get("message")) for line in lines]
+        assert "joining L, R and 12" in messages, (messages, c.log_tail())
+        assert tasks["join"].state == "success"
+        # a task that logs nothing stores nothing: beatflow's own started and succeeded
+        # lines are DEBUG (Celery's received and succeeded lines say it at INFO), so a
+        # quiet task run costs the database no log row
+        assert c.store.get_task_logs("t_chain", final.run_id, "total") == []

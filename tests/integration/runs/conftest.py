@@ -1,5 +1,6 @@
 """Fixtures for the run lifecycle tests: an app (no worker) on a Redis database and a
-PostgreSQL database of the test's own, and a reader of what was sent to the broker."""
+PostgreSQL database of the test's own, a reader of what was sent to the broker, and a real
+worker per module for the verbs run end to end."""
 
 from __future__ import annotations
 
@@ -16,6 +17,8 @@ from celery import Celery
 from beatflow.app import create_app
 from beatflow.settings import Settings
 from beatflow.store import Store
+from tests import services
+from tests.cluster import Cluster, own_cluster
 
 DAGS = Path(__file__).resolve().parents[2] / "dags"
 
@@ -58,3 +61,14 @@ def sent_run_ids(redis_url: str, queue: str, task: str) -> list[str]:
         args, _kwargs, _embed = json.loads(base64.b64decode(message["body"]))
         out.append(args[0])
     return out
+
+
+@pytest.fixture(scope="module")
+def c(
+    redis_server: services.RedisServer,
+    postgres_server: services.PostgresServer,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[Cluster]:
+    """One real worker per test module, loading tests/dags."""
+    with own_cluster(redis_server, postgres_server, tmp_path_factory.mktemp("cluster")) as c:
+        yield c

@@ -5,9 +5,7 @@ that creates the run, so neither exists without the other (on SQLite and Postgre
 from __future__ import annotations
 
 import getpass
-import os
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -23,8 +21,8 @@ from beatflow.settings import Settings
 from beatflow.store import Store
 from beatflow.store.engine import is_sqlite
 from tests.integration.runs.conftest import sent_run_ids
+from tests.procs import run_beatflow
 
-BEATFLOW = str(Path(sys.executable).with_name("beatflow"))
 DAG_SOURCE = """
 from datetime import datetime, timezone
 
@@ -164,15 +162,7 @@ def test_an_audit_record_that_cannot_be_written_leaves_no_run_and_sends_nothing(
 
 
 def beatflow(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
-    clean = {k: v for k, v in os.environ.items() if not k.startswith("BEATFLOW_")}
-    out = subprocess.run(
-        [BEATFLOW, *args],
-        env={**clean, **env},
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    out = run_beatflow(env, *args)
     assert out.returncode == 0, (args, out.stdout, out.stderr)
     return out
 

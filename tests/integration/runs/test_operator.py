@@ -5,52 +5,15 @@ again), mark; each one in the audit table with who and why."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
-import uuid
-from collections.abc import Iterator
 from pathlib import Path
-
-import pytest
 
 from beatflow.runs import trigger_dag
 from beatflow.runs.operator import mark_run
 from beatflow.runtime import runtime_of
 from beatflow.states import DagRunState, TaskRunState
-from tests import services
 from tests.cluster import Cluster
-from tests.cluster import cluster as make_cluster
 from tests.consumed import assert_not_started, consumed
 from tests.procs import wait_for
-
-BEATFLOW = str(Path(sys.executable).with_name("beatflow"))
-
-
-@pytest.fixture(scope="module")
-def c(
-    redis_server: services.RedisServer,
-    postgres_server: services.PostgresServer,
-    tmp_path_factory: pytest.TempPathFactory,
-) -> Iterator[Cluster]:
-    tmp = tmp_path_factory.mktemp("cluster")
-    redis_url = redis_server.fresh_db_url()
-    db_name = f"bf_{uuid.uuid4().hex[:12]}"
-    db_url = postgres_server.create_database(db_name)
-    try:
-        with make_cluster(tmp, redis_url, db_url) as c:
-            yield c
-    finally:
-        services.flush_redis(redis_url)
-        postgres_server.drop_database(db_name)
-
-
-def beatflow(c: Cluster, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("BEATFLOW_")}
-    env.update({k: v for k, v in c.env.items() if k != "BEATFLOW_TEST_MARKS"})
-    return subprocess.run(
-        [BEATFLOW, *args], env=env, capture_output=True, text=True, timeout=120, check=False
-    )
 
 
 def _alive(pid: int) -> bool:
@@ -70,8 +33,8 @@ def test_cancel_terminates_the_running_task_frees_the_slot_and_is_audited(c: Clu
     pid = int((c.marks / f"pid-step-{first.run_id}").read_text())
     assert _alive(pid) and pid not in {w.pid for w in c.workers}  # a pool child, sleeping
 
-    out = beatflow(
-        c, "runs", "cancel", "t_single", "cancel-me", "--terminate", "--reason", "wrong input",
+    out = c.cli(
+        "runs", "cancel", "t_single", "cancel-me", "--terminate", "--reason", "wrong input",
         "--actor", "alice", "--json",
     )  # fmt: skip
     assert out.returncode == 0, out.stderr
@@ -93,7 +56,7 @@ def test_cancel_terminates_the_running_task_frees_the_slot_and_is_audited(c: Clu
     assert (audit.actor, audit.action, audit.detail["reason"]) == ("alice", "cancel", "wrong input")
     assert audit.detail["terminate"] is True
 
-    again = beatflow(c, "runs", "cancel", "t_single", "cancel-me")
+    again = c.cli("runs", "cancel", "t_single", "cancel-me")
     assert again.returncode == 1
     assert "cannot cancel run t_single/cancel-me (cancelled)" in again.stderr
 
@@ -101,7 +64,7 @@ def test_cancel_terminates_the_running_task_frees_the_slot_and_is_audited(c: Clu
 def test_cancel_while_a_chord_runs_starts_no_further_task(c: Cluster) -> None:
     run = trigger_dag(runtime_of(c.app), "t_chord", run_id="cancel-chord", conf={"hold": 30.0})
     wait_for(lambda: c.count("part1-cancel-chord") and c.count("part2-cancel-chord"), timeout=60)
-    out = beatflow(c, "runs", "cancel", "t_chord", run.run_id, "--actor", "bob")
+    out = c.cli("runs", "cancel", "t_chord", run.run_id, "--actor", "bob")
     assert out.returncode == 0, out.stderr
     assert "now cancelled" in out.stdout
     for n in (1, 2):  # the parts finish their functions, but cannot record it
@@ -139,7 +102,7 @@ def test_clear_only_failed_runs_them_again_as_a_new_try_and_the_run_ends_again(
     tries_before = tasks["fixable"].try_number
     (c.marks / "fix-clear-me").touch()
 
-    out = beatflow(c, "runs", "clear", "t_fixable", "clear-me", "--only-failed", "--json")
+    out = c.cli("runs", "clear", "t_fixable", "clear-me", "--only-failed", "--json")
     assert out.returncode == 0, out.stderr
     assert json.loads(out.stdout)["state"] in ("queued", "running")
     final, tasks = c.wait("t_fixable", "clear-me", timeout=60)
@@ -152,21 +115,21 @@ def test_clear_only_failed_runs_them_again_as_a_new_try_and_the_run_ends_again(
 def test_clear_of_a_successful_task_runs_its_side_effect_again_on_purpose(c: Cluster) -> None:
     final, _ = c.run("t_effect", run_id="clear-ok", conf={"sleep": 0.0}, timeout=60)
     assert final.state == DagRunState.SUCCESS and c.count("done-clear-ok") == 1
-    out = beatflow(c, "runs", "clear", "t_effect", "clear-ok", "--task", "effect", "--downstream")
+    out = c.cli("runs", "clear", "t_effect", "clear-ok", "--task", "effect", "--downstream")
     assert out.returncode == 0, out.stderr
     final, tasks = c.wait("t_effect", "clear-ok", timeout=60)
     assert final.state == DagRunState.SUCCESS
     assert c.count("done-clear-ok") == 2
     assert tasks["effect"].try_number == 2 and tasks["downstream"].result == 102
 
-    unknown = beatflow(c, "runs", "clear", "t_effect", "clear-ok", "--task", "efect")
+    unknown = c.cli("runs", "clear", "t_effect", "clear-ok", "--task", "efect")
     assert unknown.returncode == 1 and 'did you mean "effect"' in unknown.stderr
 
 
 def test_mark_sets_a_run_or_a_task_state_by_hand(c: Cluster) -> None:
     final, _ = c.run("t_effect", run_id="mark-me", conf={"sleep": 0.0}, timeout=60)
     assert final.state == DagRunState.SUCCESS
-    out = beatflow(c, "runs", "mark", "t_effect", "mark-me", "--state", "failed", "--json")
+    out = c.cli("runs", "mark", "t_effect", "mark-me", "--state", "failed", "--json")
     assert out.returncode == 0, out.stderr
     assert json.loads(out.stdout)["state"] == "failed"
     # marking the task back to success judges the run again from its task runs
@@ -174,11 +137,11 @@ def test_mark_sets_a_run_or_a_task_state_by_hand(c: Cluster) -> None:
         runtime_of(c.app), "t_effect", "mark-me", state="success", task_id="effect", actor="carol"
     )
     assert run.state == DagRunState.SUCCESS
-    same = beatflow(c, "runs", "mark", "t_effect", "mark-me", "--state", "success")
+    same = c.cli("runs", "mark", "t_effect", "mark-me", "--state", "success")
     assert same.returncode == 1 and "success already" in same.stderr
-    missing = beatflow(c, "runs", "mark", "t_effect", "no-such-run", "--state", "success")
+    missing = c.cli("runs", "mark", "t_effect", "no-such-run", "--state", "success")
     assert missing.returncode == 1 and "no run 'no-such-run'" in missing.stderr
-    audit = beatflow(c, "runs", "audit", "t_effect", "mark-me", "--json")
+    audit = c.cli("runs", "audit", "t_effect", "mark-me", "--json")
     actions = [(a["actor"], a["action"]) for a in json.loads(audit.stdout)]
     assert actions[0] == ("carol", "mark") and len(actions) == 2
 
@@ -188,7 +151,7 @@ def test_a_cancelled_run_starts_no_task_even_one_whose_rule_ignores_upstream_sta
 ) -> None:
     run = trigger_dag(runtime_of(c.app), "t_cancel_all_done", run_id="cancel-all-done")
     wait_for(lambda: c.count("held-cancel-all-done") == 1, timeout=60, message="the held task")
-    out = beatflow(c, "runs", "cancel", "t_cancel_all_done", run.run_id, "--actor", "carol")
+    out = c.cli("runs", "cancel", "t_cancel_all_done", run.run_id, "--actor", "carol")
     assert out.returncode == 0, out.stderr
     (c.marks / "gate-cancel-all-done-held").touch()
     # A message for the downstream task arrives after the cancel (a redelivery, a late resume):

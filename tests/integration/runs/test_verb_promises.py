@@ -7,52 +7,16 @@ written in the transaction of its change (the rows carry the same transaction id
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
-import uuid
-from collections.abc import Iterator
-from pathlib import Path
 
-import pytest
 import sqlalchemy as sa
 
 from beatflow.runs import trigger_dag
 from beatflow.runtime import runtime_of
 from beatflow.states import DagRunState, TaskRunState
-from tests import services
 from tests.cluster import Cluster
-from tests.cluster import cluster as make_cluster
 from tests.procs import wait_for
 
-BEATFLOW = str(Path(sys.executable).with_name("beatflow"))
 TRIES = 3  # flaky: retries=2
-
-
-@pytest.fixture(scope="module")
-def c(
-    redis_server: services.RedisServer,
-    postgres_server: services.PostgresServer,
-    tmp_path_factory: pytest.TempPathFactory,
-) -> Iterator[Cluster]:
-    tmp = tmp_path_factory.mktemp("cluster")
-    redis_url = redis_server.fresh_db_url()
-    db_name = f"bf_{uuid.uuid4().hex[:12]}"
-    db_url = postgres_server.create_database(db_name)
-    try:
-        with make_cluster(tmp, redis_url, db_url) as c:
-            yield c
-    finally:
-        services.flush_redis(redis_url)
-        postgres_server.drop_database(db_name)
-
-
-def beatflow(c: Cluster, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("BEATFLOW_")}
-    env.update({k: v for k, v in c.env.items() if k != "BEATFLOW_TEST_MARKS"})
-    return subprocess.run(
-        [BEATFLOW, *args], env=env, capture_output=True, text=True, timeout=120, check=False
-    )
 
 
 def xmin(c: Cluster, sql: str, **params: object) -> str:
@@ -94,8 +58,8 @@ def test_a_cleared_task_runs_its_full_retry_policy_again(c: Cluster) -> None:
     tasks = c.tasks("t_retried", "clear-retried")
     assert tasks["after_flaky"].state == TaskRunState.UPSTREAM_FAILED
 
-    out = beatflow(
-        c, "runs", "clear", "t_retried", "clear-retried", "--only-failed", "--actor", "alice",
+    out = c.cli(
+        "runs", "clear", "t_retried", "clear-retried", "--only-failed", "--actor", "alice",
         "--reason", "try again", "--json",
     )  # fmt: skip
     assert out.returncode == 0, out.stderr
@@ -124,14 +88,14 @@ def test_a_cleared_task_shows_cleared_until_it_runs_and_its_downstream_no_try(
     queue = c.env["BEATFLOW_QUEUES"]
     c.app.control.cancel_consumer(queue, reply=True, timeout=10)
     try:
-        out = beatflow(c, "runs", "clear", "t_retried", "clear-shown", "--only-failed", "--json")
+        out = c.cli("runs", "clear", "t_retried", "clear-shown", "--only-failed", "--json")
         assert out.returncode == 0, out.stderr
-        shown = json.loads(beatflow(c, "runs", "show", "t_retried", "clear-shown", "--json").stdout)
+        shown = json.loads(c.cli("runs", "show", "t_retried", "clear-shown", "--json").stdout)
         states = {
             t["task_id"]: (t["state"], t["try_number"], t["tries_before"]) for t in shown["tasks"]
         }
         assert states == {"flaky": ("cleared", 3, 3), "after_flaky": ("cleared", 0, 0)}
-        text = beatflow(c, "runs", "show", "t_retried", "clear-shown").stdout
+        text = c.cli("runs", "show", "t_retried", "clear-shown").stdout
         assert "up_for_retry" not in text and "try next 4" in text, text
         (c.marks / "fix-clear-shown").touch()  # the next try succeeds
     finally:
@@ -146,8 +110,8 @@ def test_a_cleared_task_shows_cleared_until_it_runs_and_its_downstream_no_try(
 
 def test_a_replayed_task_runs_its_full_retry_policy_again(c: Cluster) -> None:
     letter = failed_run(c, "replay-retried")
-    out = beatflow(
-        c, "dlq", "replay", str(letter), "--wait", "--timeout", "60", "--actor", "bob",
+    out = c.cli(
+        "dlq", "replay", str(letter), "--wait", "--timeout", "60", "--actor", "bob",
         "--reason", "after the fix",
     )  # fmt: skip
     assert out.returncode == 1, (out.stdout, out.stderr)  # not fixed: it fails again
@@ -165,7 +129,7 @@ def test_a_replayed_task_runs_its_full_retry_policy_again(c: Cluster) -> None:
 
 def test_a_mark_closes_the_letters_and_a_replay_of_an_earlier_one_is_refused(c: Cluster) -> None:
     first = failed_run(c, "mark-then-replay")
-    out = beatflow(c, "runs", "clear", "t_retried", "mark-then-replay", "--only-failed")
+    out = c.cli("runs", "clear", "t_retried", "mark-then-replay", "--only-failed")
     assert out.returncode == 0, out.stderr
     final, _ = c.wait("t_retried", "mark-then-replay", timeout=60)
     assert final.state == DagRunState.FAILED  # a second letter
@@ -174,8 +138,8 @@ def test_a_mark_closes_the_letters_and_a_replay_of_an_earlier_one_is_refused(c: 
         for d in c.store.list_dead_letters("t_retried")
         if d.run_id == "mark-then-replay" and d.id != first
     ]
-    out = beatflow(
-        c, "runs", "mark", "t_retried", "mark-then-replay", "--state", "success",
+    out = c.cli(
+        "runs", "mark", "t_retried", "mark-then-replay", "--state", "success",
         "--actor", "carol", "--reason", "done by hand",
     )  # fmt: skip
     assert out.returncode == 0, out.stderr
@@ -184,16 +148,16 @@ def test_a_mark_closes_the_letters_and_a_replay_of_an_earlier_one_is_refused(c: 
     tries = c.count("flaky-mark-then-replay")
 
     for letter in (first, second):
-        refused = beatflow(c, "dlq", "replay", str(letter))
+        refused = c.cli("dlq", "replay", str(letter))
         assert refused.returncode == 1, refused.stdout
         assert refused.stderr.startswith(f"error: dead letter {letter} is stale"), refused.stderr
-    refused = beatflow(c, "dlq", "replay", str(second))
+    refused = c.cli("dlq", "replay", str(second))
     assert "marked success by carol: done by hand" in refused.stderr
     run = c.store.get_dag_run("t_retried", "mark-then-replay")
     assert run is not None and run.state == DagRunState.SUCCESS
     assert c.count("flaky-mark-then-replay") == tries  # nothing ran again
     assert c.store.list_audit("t_retried", "mark-then-replay", action="replay") == []
-    listed = beatflow(c, "dlq", "list", "t_retried", "--all").stdout
+    listed = c.cli("dlq", "list", "t_retried", "--all").stdout
     assert "(stale: marked success by carol: done by hand)" in listed
 
 
@@ -203,10 +167,10 @@ def test_cancel_is_audited_in_the_transaction_of_its_change(c: Cluster) -> None:
     waiting = trigger_dag(runtime, "t_single", run_id="cancel-waiting", conf={"sleep": 0.0})
     assert waiting.state == DagRunState.QUEUED  # max_active_runs=1
     try:
-        out = beatflow(c, "runs", "cancel", "t_single", "cancel-waiting", "--actor", "dan")
+        out = c.cli("runs", "cancel", "t_single", "cancel-waiting", "--actor", "dan")
         assert out.returncode == 0, out.stderr
         run_xmin = xmin(c, "SELECT xmin::text FROM dag_runs WHERE run_id = 'cancel-waiting'")
         assert audit_xmin(c, "cancel-waiting", "cancel") == run_xmin
     finally:
         wait_for(lambda: c.count(f"step-{busy.run_id}") == 1, timeout=60, message="the step")
-        beatflow(c, "runs", "cancel", "t_single", busy.run_id, "--terminate")
+        c.cli("runs", "cancel", "t_single", busy.run_id, "--terminate")

@@ -2,28 +2,21 @@
 
 from __future__ import annotations
 
-import os
 import subprocess
-import sys
 from collections.abc import Callable, Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from beatflow.store import Store
+from tests.procs import run_beatflow
 
 MakeStore = Callable[..., Store]
-BEATFLOW = str(Path(sys.executable).with_name("beatflow"))
 
 
 def beatflow(database_url: str, *args: str) -> subprocess.CompletedProcess[str]:
     """Run the `beatflow` command in a child process against ``database_url``."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("BEATFLOW_")}
-    env["BEATFLOW_DATABASE_URL"] = database_url
-    return subprocess.run(
-        [BEATFLOW, *args], env=env, capture_output=True, text=True, timeout=60, check=False
-    )
+    return run_beatflow({"BEATFLOW_DATABASE_URL": database_url}, *args, timeout=60)
 
 
 @pytest.fixture
