@@ -8,11 +8,12 @@ import json
 import os
 import shutil
 import socket
+import subprocess
 import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Protocol
+from typing import ClassVar, Protocol
 
 import psutil
 from filelock import FileLock
@@ -129,3 +130,72 @@ class Owned(Protocol):
 
 # Every server this process started, stopped by ``stop_all`` at session end.
 OWNED: list[Owned] = []
+
+
+class OwnedServer:
+    """A server process of our own on a free port, in a session of its own with its output in a
+    log in its work folder, on record (for ``reap_orphans``) while it runs; the subclass says
+    how to start it, how to tell it answers, and how to stop and kill it. ``close`` kills it and
+    deletes its files."""
+
+    port: int
+    workdir: Path
+    name: str
+    process: subprocess.Popen[bytes] | None
+    log_name: ClassVar[str] = "server.log"
+    start_timeout: ClassVar[float] = 10.0
+
+    def command(self) -> list[str]:
+        raise NotImplementedError
+
+    def command_env(self) -> dict[str, str] | None:
+        return None  # this process's environment
+
+    def command_cwd(self) -> Path | None:
+        return None  # this process's folder
+
+    def answers(self) -> bool:
+        raise NotImplementedError
+
+    def describe(self) -> str:
+        """What ``start`` waits for, in its timeout error."""
+        raise NotImplementedError
+
+    def kill(self) -> None:
+        raise NotImplementedError
+
+    @property
+    def running(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+    def start(self) -> None:
+        """Start the server (nothing if it runs) and wait until it answers; ServiceError with
+        the log's tail if it exits instead."""
+        if self.running:
+            return
+        command = self.command()
+        log = open(self.workdir / self.log_name, "ab")  # noqa: SIM115 - handed to the child
+        with log:
+            process = subprocess.Popen(
+                command,
+                env=self.command_env(),
+                cwd=self.command_cwd(),
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+            )
+        self.process = process
+        write_record(self.name, process.pid, self.workdir)
+        wait_until(
+            lambda: process.poll() is not None or self.answers(),
+            self.start_timeout,
+            self.describe(),
+        )
+        if process.poll() is not None:
+            tail = (self.workdir / self.log_name).read_text(errors="replace")[-2000:]
+            raise ServiceError(f"{command[0]} exited at start on port {self.port}:\n{tail}")
+
+    def close(self) -> None:
+        self.kill()
+        shutil.rmtree(self.workdir, ignore_errors=True)

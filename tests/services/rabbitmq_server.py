@@ -15,16 +15,16 @@ import tempfile
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from tests.services._base import (
     OWNED,
+    OwnedServer,
     ServiceError,
     drop_record,
     free_port,
     reap_orphans,
     wait_until,
-    write_record,
 )
 
 SHARED_PORT = 5672
@@ -77,7 +77,7 @@ def _ctl(
 
 
 @dataclass
-class OwnedRabbit:
+class OwnedRabbit(OwnedServer):
     """A RabbitMQ node this process started and may stop, kill and start again (same ports,
     same files: its durable queues and persistent messages survive a restart)."""
 
@@ -86,6 +86,7 @@ class OwnedRabbit:
     workdir: Path
     name: str
     process: subprocess.Popen[bytes] | None = field(default=None, repr=False)
+    start_timeout: ClassVar[float] = 90.0
 
     @property
     def node(self) -> str:
@@ -113,30 +114,20 @@ class OwnedRabbit:
     def ctl(self, *args: str) -> str:
         return _ctl(self.node, *args, env=self.env)
 
-    def start(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            return
-        log = open(self.workdir / "server.log", "ab")  # noqa: SIM115 - handed to the child
-        with log:
-            process = subprocess.Popen(
-                [rabbitmq_script("rabbitmq-server")],
-                env=self.env,
-                cwd=self.workdir,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-                start_new_session=True,
-            )
-        self.process = process
-        write_record(self.name, process.pid, self.workdir)
-        wait_until(
-            lambda: process.poll() is not None or amqp_answers("127.0.0.1", self.port),
-            90,
-            f"RabbitMQ node {self.node} on port {self.port}",
-        )
-        if process.poll() is not None:
-            tail = (self.workdir / "server.log").read_text(errors="replace")[-2000:]
-            raise ServiceError(f"rabbitmq-server exited at start on port {self.port}:\n{tail}")
+    def command(self) -> list[str]:
+        return [rabbitmq_script("rabbitmq-server")]
+
+    def command_env(self) -> dict[str, str]:
+        return self.env
+
+    def command_cwd(self) -> Path:
+        return self.workdir
+
+    def answers(self) -> bool:
+        return amqp_answers("127.0.0.1", self.port)
+
+    def describe(self) -> str:
+        return f"RabbitMQ node {self.node} on port {self.port}"
 
     def stop(self) -> None:
         """A clean shutdown (``rabbitmqctl stop``), as a restart by an operator does."""
@@ -166,10 +157,6 @@ class OwnedRabbit:
         # the node (beam) may outlive its start script for a moment: wait for the port to close
         wait_until(lambda: not amqp_answers("127.0.0.1", self.port), 30, "the node to stop")
         drop_record(self.name)
-
-    def close(self) -> None:
-        self.kill()
-        shutil.rmtree(self.workdir, ignore_errors=True)
 
 
 def start_rabbitmq_server() -> OwnedRabbit:

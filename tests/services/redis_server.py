@@ -10,17 +10,17 @@ import subprocess
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import ClassVar
 
 import redis
 
 from tests.services._base import (
     OWNED,
+    OwnedServer,
     ServiceError,
     drop_record,
     free_port,
     reap_orphans,
-    wait_until,
-    write_record,
 )
 
 
@@ -52,7 +52,7 @@ def redis_answers(url: str) -> bool:
 
 
 @dataclass
-class OwnedRedis:
+class OwnedRedis(OwnedServer):
     """A Redis server this process started and may stop, kill and restart on the same port."""
 
     port: int
@@ -60,45 +60,36 @@ class OwnedRedis:
     workdir: Path
     name: str
     process: subprocess.Popen[bytes] | None = field(default=None, repr=False)
+    log_name: ClassVar[str] = "redis.log"
 
     @property
     def url(self) -> str:
         return f"redis://127.0.0.1:{self.port}/0"
 
-    def start(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            return
-        log = open(self.workdir / "redis.log", "ab")  # noqa: SIM115 - handed to the child
-        with log:
-            process = subprocess.Popen(
-                [
-                    self.binary,
-                    "--port",
-                    str(self.port),
-                    "--bind",
-                    "127.0.0.1",
-                    "--dir",
-                    str(self.workdir),
-                    "--save",
-                    "",
-                    "--appendonly",
-                    "no",
-                    "--daemonize",
-                    "no",
-                    "--protected-mode",
-                    "no",
-                ],
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-                start_new_session=True,
-            )
-        self.process = process
-        write_record(self.name, process.pid, self.workdir)
-        wait_until(lambda: process.poll() is not None or redis_answers(self.url), 10, self.url)
-        if process.poll() is not None:
-            tail = (self.workdir / "redis.log").read_text(errors="replace")[-2000:]
-            raise ServiceError(f"{self.binary} exited at start on port {self.port}:\n{tail}")
+    def command(self) -> list[str]:
+        return [
+            self.binary,
+            "--port",
+            str(self.port),
+            "--bind",
+            "127.0.0.1",
+            "--dir",
+            str(self.workdir),
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+            "--daemonize",
+            "no",
+            "--protected-mode",
+            "no",
+        ]
+
+    def answers(self) -> bool:
+        return redis_answers(self.url)
+
+    def describe(self) -> str:
+        return self.url
 
     def stop(self) -> None:
         """SIGTERM and wait: a clean shutdown (no persistence is configured)."""
@@ -118,10 +109,6 @@ class OwnedRedis:
             self.process.kill()
             self.process.wait(10)
         drop_record(self.name)
-
-    def close(self) -> None:
-        self.kill()
-        shutil.rmtree(self.workdir, ignore_errors=True)
 
 
 def start_redis_server(port: int | None = None) -> OwnedRedis:
