@@ -7,16 +7,28 @@ import os
 import uuid
 from collections import defaultdict
 from collections.abc import Callable, Iterator
+from typing import TypeVar
 
 import pytest
 
 from tests import services
+
+T = TypeVar("T")
 
 
 def _unavailable(what: str, exc: BaseException) -> None:
     if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
         pytest.fail(f"{what} is required in CI and could not be reached or started: {exc}")
     pytest.skip(f"{what} not available: {exc}")
+
+
+def _started(what: str, start: Callable[[], T]) -> T:
+    """``start()``, or the test skipped (failed in CI) when ``what`` cannot be had."""
+    try:
+        return start()
+    except services.ServiceError as exc:
+        _unavailable(what, exc)
+        raise
 
 
 # what the fixtures used, the xdist workers' too (each may start its own throwaway server), for
@@ -52,11 +64,7 @@ def _throwaway_services() -> Iterator[None]:
 @pytest.fixture(scope="session")
 def redis_server() -> Iterator[services.RedisServer]:
     """A reachable Redis: BEATFLOW_TEST_REDIS_URL, else 127.0.0.1:6379, else a throwaway one."""
-    try:
-        server = services.ensure_redis()
-    except services.ServiceError as exc:
-        _unavailable("Redis", exc)
-        raise
+    server = _started("Redis", services.ensure_redis)
     _USED["Redis"][server.description] = None
     yield server
     server.stop()
@@ -65,11 +73,7 @@ def redis_server() -> Iterator[services.RedisServer]:
 @pytest.fixture(scope="session")
 def postgres_server() -> Iterator[services.PostgresServer]:
     """A reachable PostgreSQL: BEATFLOW_TEST_DATABASE_URL, else 127.0.0.1:5432, else throwaway."""
-    try:
-        server = services.ensure_postgres()
-    except services.ServiceError as exc:
-        _unavailable("PostgreSQL", exc)
-        raise
+    server = _started("PostgreSQL", services.ensure_postgres)
     _USED["PostgreSQL"][server.description] = None
     yield server
     server.stop()
@@ -79,11 +83,9 @@ def postgres_server() -> Iterator[services.PostgresServer]:
 def rabbitmq_server() -> Iterator[services.RabbitServer]:
     """A reachable RabbitMQ: 127.0.0.1:5672 (guest/guest) under a vhost of this session's own,
     else (or with BEATFLOW_TEST_FORCE_THROWAWAY) a throwaway node on free ports."""
-    try:
-        server = services.ensure_rabbitmq(throwaway=services.force_throwaway())
-    except services.ServiceError as exc:
-        _unavailable("RabbitMQ", exc)
-        raise
+    server = _started(
+        "RabbitMQ", lambda: services.ensure_rabbitmq(throwaway=services.force_throwaway())
+    )
     _USED["RabbitMQ"][server.description] = None
     yield server
     server.stop()
@@ -92,11 +94,7 @@ def rabbitmq_server() -> Iterator[services.RabbitServer]:
 @pytest.fixture
 def own_rabbitmq() -> Iterator[services.OwnedRabbit]:
     """A RabbitMQ node of the test's own, to stop, kill and start again; removed afterwards."""
-    try:
-        server = services.start_rabbitmq_server()
-    except services.ServiceError as exc:
-        _unavailable("a throwaway RabbitMQ", exc)
-        raise
+    server = _started("a throwaway RabbitMQ", services.start_rabbitmq_server)
     yield server
     server.close()
 
@@ -129,11 +127,7 @@ def redis_url(redis_server: services.RedisServer) -> Iterator[str]:
 @pytest.fixture
 def own_redis() -> Iterator[services.OwnedRedis]:
     """A Redis server of the test's own, to stop, kill and restart; removed afterwards."""
-    try:
-        server = services.start_redis_server()
-    except services.ServiceError as exc:
-        _unavailable("a throwaway Redis", exc)
-        raise
+    server = _started("a throwaway Redis", services.start_redis_server)
     yield server
     server.close()
 
@@ -141,11 +135,7 @@ def own_redis() -> Iterator[services.OwnedRedis]:
 @pytest.fixture
 def own_postgres() -> Iterator[services.OwnedPostgres]:
     """A PostgreSQL cluster of the test's own, to stop and restart; removed afterwards."""
-    try:
-        server = services.start_postgres_server()
-    except services.ServiceError as exc:
-        _unavailable("a throwaway PostgreSQL", exc)
-        raise
+    server = _started("a throwaway PostgreSQL", services.start_postgres_server)
     yield server
     server.close()
 
