@@ -15,7 +15,7 @@ import redis
 from beatflow.runs import trigger_dag
 from beatflow.runtime import runtime_of
 from beatflow.states import DagRunState
-from tests.cluster import cluster
+from tests.cluster import Cluster, cluster
 from tests.procs import Proc, wait_for
 from tests.services import OwnedRedis
 
@@ -35,51 +35,58 @@ def unsettled(broker: redis.Redis, queue: str) -> int:
     return queued + int(broker.hlen("unacked"))
 
 
+def rides_out_refused_writes(c: Cluster, broker: redis.Redis, prefix: str) -> str:
+    """Two gated runs on a worker of one slot: "a" runs, "b" waits in the queue until "a" is
+    acked. ``broker`` refuses every write while "a" finishes and "b" is taken; the same worker
+    (never restarted) ends both runs, each task run once, every message acked. The worker's log."""
+    worker = c.start_worker(concurrency=1)
+    pid = worker.pid
+    runs = [
+        trigger_dag(runtime_of(c.app), "t_gated", run_id=f"{prefix}-{n}", conf={"hold": 60.0})
+        for n in "ab"
+    ]
+    wait_for(lambda: c.count(f"gated-{prefix}-a") == 1, timeout=60, message="run a's task")
+    broker.config_set("maxmemory-policy", "noeviction")
+    broker.config_set("maxmemory", 1)  # every write command is refused from now on
+    try:
+        for n in "ab":
+            (c.marks / f"gate-{prefix}-{n}").write_text("")  # "a" finishes now, "b" when it runs
+        # refuse until the worker met the refusal (the ack of "a", then the unacked record of
+        # "b" it took off the queue) and Celery retried the connection twice, with backoff;
+        # before the fix (and with stock kombu) the worker died at the ack
+        wait_for(
+            lambda: not alive(worker) or worker.log().count("Trying again in") >= 2,
+            timeout=60,
+            message="the worker to retry the broker twice",
+        )
+        assert c.count(f"gated-{prefix}-b") == 0  # "b" waits: held by the worker, not run
+    finally:
+        broker.config_set("maxmemory", 0)
+    assert alive(worker) and worker.pid == pid, worker.log()[-3000:]
+    for record in runs:
+        final, tasks = c.wait("t_gated", record.run_id, timeout=60)
+        assert final.state == DagRunState.SUCCESS
+        assert tasks["gated"].try_number == 1
+        assert c.count(f"gated-{record.run_id}") == 1  # ran once
+    wait_for(
+        lambda: not unsettled(broker, c.env["BEATFLOW_QUEUES"]),
+        timeout=30,
+        message="every message acked",
+    )
+    assert alive(worker) and worker.pid == pid, worker.log()[-3000:]
+    log = worker.log()
+    assert "Unrecoverable error" not in log
+    assert "1 held message(s) given back to their queues, 1 ack(s) written" in log
+    assert "not running it again" not in log  # neither message came back a second time
+    return log
+
+
 def test_a_worker_rides_out_redis_refusing_writes_while_a_dag_run_is_in_flight(
     tmp_path: Path, own_redis: OwnedRedis, postgres_url: str
 ) -> None:
     with cluster(tmp_path, own_redis.url, postgres_url, workers=0) as c:
-        # one slot: run "a" runs, run "b" waits in the queue until "a" is acked
-        worker = c.start_worker(concurrency=1)
-        pid = worker.pid
-        runs = [
-            trigger_dag(runtime_of(c.app), "t_gated", run_id=f"oom-{n}", conf={"hold": 60.0})
-            for n in "ab"
-        ]
-        wait_for(lambda: c.count("gated-oom-a") == 1, timeout=60, message="run a's task")
         broker = redis.Redis.from_url(own_redis.url)
-        broker.config_set("maxmemory-policy", "noeviction")
-        broker.config_set("maxmemory", 1)  # every write command is refused from now on
-        try:
-            for n in "ab":
-                (c.marks / f"gate-oom-{n}").write_text("")  # "a" finishes now, "b" when it runs
-            # refuse until the worker met the refusal (the ack of "a", then the unacked record
-            # of "b" it took off the queue) and Celery retried the connection twice, with
-            # backoff; before the fix the worker died at the ack
-            wait_for(
-                lambda: not alive(worker) or worker.log().count("Trying again in") >= 2,
-                timeout=60,
-                message="the worker to retry the broker twice",
-            )
-            assert c.count("gated-oom-b") == 0  # "b" waits: held by the worker, not run
-        finally:
-            broker.config_set("maxmemory", 0)
-        assert alive(worker) and worker.pid == pid, worker.log()[-3000:]
-        for record in runs:
-            final, tasks = c.wait("t_gated", record.run_id, timeout=60)
-            assert final.state == DagRunState.SUCCESS
-            assert tasks["gated"].try_number == 1
-            assert c.count(f"gated-{record.run_id}") == 1  # ran once
-        wait_for(
-            lambda: not unsettled(broker, c.env["BEATFLOW_QUEUES"]),
-            timeout=30,
-            message="every message acked",
-        )
-        assert alive(worker) and worker.pid == pid, worker.log()[-3000:]
-        log = worker.log()
-        assert "Unrecoverable error" not in log
-        assert "1 held message(s) given back to their queues, 1 ack(s) written" in log
-        assert "not running it again" not in log  # neither message came back a second time
+        log = rides_out_refused_writes(c, broker, "oom")
         assert "reconciler resumes" not in log  # nor needed the reconciler to finish
         broker.close()
 
