@@ -4,18 +4,18 @@ containers run the way the issue's machines allow (runc, lowered rlimits, the ho
 
 from __future__ import annotations
 
-import base64
 import os
 import shutil
 import subprocess
+import sys
 import time
-import urllib.error
-import urllib.request
 import uuid
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from tests import procs, services
+from tests.http_get import http_get as http_get  # the container tests' GET
 
 IMAGE = os.environ.get("BEATFLOW_TEST_IMAGE", "localhost/beatflow:test")
 LABEL = f"beatflow-test={uuid.uuid4().hex[:10]}"
@@ -41,19 +41,16 @@ with DAG("ctr_ticks", schedule=timedelta(seconds=2), catchup=False, max_active_r
 """
 
 
-def http_get(url: str, auth: tuple[str, str] | None = None) -> tuple[int, bytes]:
-    """(status, body) of a GET; status 0 when nothing answers."""
-    request = urllib.request.Request(url)
-    if auth is not None:
-        token = base64.b64encode(f"{auth[0]}:{auth[1]}".encode()).decode()
-        request.add_header("Authorization", f"Basic {token}")
-    try:
-        with urllib.request.urlopen(request, timeout=5) as response:
-            return int(response.status), response.read()
-    except urllib.error.HTTPError as exc:
-        return int(exc.code), b""
-    except OSError:
-        return 0, b""
+def dags_folder(parent: Path) -> Path:
+    """``parent``/dags with TICKS_DAG and the shipped example_fan_out.py, readable by the
+    containers' uid 10001 (they mount it read-only)."""
+    dags = parent / "dags"
+    dags.mkdir()
+    (dags / "ctr_ticks.py").write_text(TICKS_DAG)
+    shutil.copy(procs.ROOT / "dags" / "example_fan_out.py", dags)
+    for path in (dags, *dags.iterdir()):
+        path.chmod(0o755 if path.is_dir() else 0o644)
+    return dags
 
 
 def available() -> str | None:
@@ -219,3 +216,41 @@ def remove_labelled() -> None:
     ids = done.stdout.split()
     if ids:
         run(["rm", "--force", "--time", "2", *ids], timeout=120, check=False)
+
+
+def podman_compose() -> str:
+    found = Path(sys.executable).with_name("podman-compose")
+    return str(found) if found.exists() else (shutil.which("podman-compose") or "podman-compose")
+
+
+@dataclass
+class Compose:
+    """A podman-compose project of one test: its compose files and environment."""
+
+    project: str
+    env: dict[str, str]
+    files: list[str]
+
+    def compose(self, *args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+        argv = [podman_compose(), "-p", self.project]
+        runtime = " ".join(podman()[1:])
+        if runtime:
+            argv.append(f"--podman-args={runtime}")
+        for path in self.files:
+            argv += ["-f", path]
+        return subprocess.run(
+            [*argv, *args], env=self.env, capture_output=True, text=True, timeout=timeout
+        )
+
+    def container(self, service: str) -> Container:
+        return Container(service, f"{self.project}_{service}_1")
+
+    def down(self, *flags: str) -> None:
+        """``compose down`` with ``flags``, then remove any container of the project it left."""
+        self.compose("down", *flags, "-t", "2", timeout=180)
+        leftover = run(
+            ["ps", "-aq", "--filter", f"label=io.podman.compose.project={self.project}"],
+            check=False,
+        ).stdout.split()
+        if leftover:
+            run(["rm", "-f", "-t", "2", *leftover], check=False)

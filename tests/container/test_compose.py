@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import subprocess
-import sys
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -33,33 +31,11 @@ FLOWER_AUTH = ("ops", f"flower-{uuid.uuid4().hex[:8]}")
 WEB_PASSWORD = f"web-{uuid.uuid4().hex}"
 
 
-def _podman_compose() -> str:
-    found = Path(sys.executable).with_name("podman-compose")
-    return str(found) if found.exists() else (shutil.which("podman-compose") or "podman-compose")
-
-
 @dataclass
-class Composed:
-    project: str
-    env: dict[str, str]
-    files: list[str]
+class Composed(podman.Compose):
     settings: Settings
     redis_url: str
     ports: dict[str, int]
-
-    def compose(self, *args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
-        runtime = " ".join(podman.podman()[1:])
-        argv = [_podman_compose(), "-p", self.project]
-        if runtime:
-            argv.append(f"--podman-args={runtime}")
-        for path in self.files:
-            argv += ["-f", path]
-        return subprocess.run(
-            [*argv, *args], env=self.env, capture_output=True, text=True, timeout=timeout
-        )
-
-    def container(self, service: str) -> podman.Container:
-        return podman.Container(service, f"{self.project}_{service}_1")
 
 
 @pytest.fixture(scope="module")
@@ -69,7 +45,7 @@ def composed(
     postgres_server: services.PostgresServer,
     tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[Composed]:
-    if not Path(_podman_compose()).exists() and shutil.which("podman-compose") is None:
+    if not Path(podman.podman_compose()).exists() and shutil.which("podman-compose") is None:
         pytest.fail(
             "podman-compose is missing: it comes with the test extra (pip install -e .[test])"
         )
@@ -77,12 +53,7 @@ def composed(
     redis_url = redis_server.fresh_db_url()
     db_name = f"bf_cmp_{uuid.uuid4().hex[:8]}"
     database_url = postgres_server.create_database(db_name)
-    dags = tmp / "dags"
-    dags.mkdir()
-    (dags / "ctr_ticks.py").write_text(podman.TICKS_DAG)
-    shutil.copy(procs.ROOT / "dags" / "example_fan_out.py", dags)
-    for path in (dags, *dags.iterdir()):
-        path.chmod(0o755 if path.is_dir() else 0o644)
+    dags = podman.dags_folder(tmp)
     # The test's own dags folder in every beatflow service.
     mount = {"volumes": [f"{dags}:/app/dags:ro"]}
     test_override = tmp / "test-override.yml"
@@ -124,13 +95,7 @@ def composed(
         assert up.returncode == 0, up.stdout + up.stderr
         yield stack
     finally:
-        stack.compose("down", "-t", "2", timeout=180)
-        leftover = podman.run(
-            ["ps", "-aq", "--filter", f"label=io.podman.compose.project={stack.project}"],
-            check=False,
-        ).stdout.split()
-        if leftover:
-            podman.run(["rm", "-f", "-t", "2", *leftover], check=False)
+        stack.down()
         services.flush_redis(redis_url)
         postgres_server.drop_database(db_name)
 

@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
-import subprocess
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -20,7 +18,6 @@ import pytest
 
 from tests import procs, services
 from tests.container import podman
-from tests.container.test_compose import _podman_compose
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1200)]
 
@@ -30,26 +27,9 @@ FLOWER_AUTH = ("ops", f"flower-{uuid.uuid4().hex[:8]}")
 
 
 @dataclass
-class Stack:
-    project: str
-    env: dict[str, str]
-    files: list[str]
+class Stack(podman.Compose):
     flower_port: int
     web_port: int
-
-    def compose(self, *args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
-        argv = [_podman_compose(), "-p", self.project]
-        runtime = " ".join(podman.podman()[1:])
-        if runtime:
-            argv.append(f"--podman-args={runtime}")
-        for path in self.files:
-            argv += ["-f", path]
-        return subprocess.run(
-            [*argv, *args], env=self.env, capture_output=True, text=True, timeout=timeout
-        )
-
-    def container(self, service: str) -> podman.Container:
-        return podman.Container(service, f"{self.project}_{service}_1")
 
     def cli_json(self, *argv: str) -> object:
         done = self.container("worker").exec("beatflow", *argv, "--json")
@@ -71,12 +51,7 @@ def _override(dags: Path, flower_port: int, web_port: int) -> str:
 @pytest.fixture(scope="module")
 def stack(image: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     tmp = tmp_path_factory.mktemp("stack")
-    dags = tmp / "dags"
-    dags.mkdir()
-    (dags / "ctr_ticks.py").write_text(podman.TICKS_DAG)
-    shutil.copy(procs.ROOT / "dags" / "example_fan_out.py", dags)
-    for path in (dags, *dags.iterdir()):
-        path.chmod(0o755 if path.is_dir() else 0o644)
+    dags = podman.dags_folder(tmp)
     flower_port, web_port = services.free_port(), services.free_port()
     override = tmp / "ports-and-dags.yml"
     override.write_text(_override(dags, flower_port, web_port))
@@ -109,13 +84,7 @@ def stack(image: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stac
         assert started.returncode == 0, started.stdout + started.stderr
         yield up
     finally:
-        up.compose("down", "-v", "-t", "2", timeout=180)
-        leftover = podman.run(
-            ["ps", "-aq", "--filter", f"label=io.podman.compose.project={up.project}"],
-            check=False,
-        ).stdout.split()
-        if leftover:
-            podman.run(["rm", "-f", "-t", "2", *leftover], check=False)
+        up.down("-v")
 
 
 def test_the_whole_stack_passes_its_health_checks(stack: Stack) -> None:

@@ -7,7 +7,6 @@ standby fire."""
 
 from __future__ import annotations
 
-import shutil
 import time
 import uuid
 from collections.abc import Iterator
@@ -62,12 +61,7 @@ def deployed(
     db_name = f"bf_ctr_{uuid.uuid4().hex[:8]}"
     database_url = postgres_server.create_database(db_name)
     # The containers read the dags folder as uid 10001: world-readable, mounted read-only.
-    dags = tmp_path_factory.mktemp("ctr") / "dags"
-    dags.mkdir()
-    (dags / "ctr_ticks.py").write_text(podman.TICKS_DAG)
-    shutil.copy(procs.ROOT / "dags" / "example_fan_out.py", dags)
-    for path in (dags, *dags.iterdir()):
-        path.chmod(0o755 if path.is_dir() else 0o644)
+    dags = podman.dags_folder(tmp_path_factory.mktemp("ctr"))
     flower_port, metrics_port, web_port = (services.free_port() for _ in range(3))
     env = {
         "BEATFLOW_BROKER_URL": redis_url,

@@ -12,7 +12,6 @@ or the test venv on its path.
 
 from __future__ import annotations
 
-import base64
 import json
 import os
 import subprocess
@@ -26,6 +25,7 @@ from pathlib import Path
 import pytest
 
 from tests import procs, services
+from tests.http_get import http_status
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 
@@ -99,20 +99,6 @@ def _call(
         text=True,
         timeout=120,
     )
-
-
-def _status(url: str, auth: tuple[str, str] | None = None) -> int:
-    request = urllib.request.Request(url)
-    if auth is not None:
-        token = base64.b64encode(f"{auth[0]}:{auth[1]}".encode()).decode()
-        request.add_header("Authorization", f"Basic {token}")
-    try:
-        with urllib.request.urlopen(request, timeout=5) as response:  # local URL
-            return int(response.status)
-    except urllib.error.HTTPError as exc:
-        return int(exc.code)
-    except OSError:
-        return 0
 
 
 @pytest.fixture
@@ -327,18 +313,18 @@ def test_the_image_extras_run_every_deployed_command(
 
     def flower_up() -> bool:
         _alive(flower)
-        return _status(f"{flower_url}/healthcheck") == 200
+        return http_status(f"{flower_url}/healthcheck") == 200
 
     procs.wait_for(flower_up, timeout=60, interval=0.5, message="Flower to answer")
-    assert _status(f"{flower_url}/api/workers") == 401
-    assert _status(f"{flower_url}/api/workers", ("ops", "plain-install-pw")) == 200
+    assert http_status(f"{flower_url}/api/workers") == 401
+    assert http_status(f"{flower_url}/api/workers", ("ops", "plain-install-pw")) == 200
     assert probe("flower")
 
     metrics = f"http://127.0.0.1:{metrics_port}/metrics"
 
     def exporter_up() -> bool:
         _alive(exporter)
-        return _status(metrics) == 200
+        return http_status(metrics) == 200
 
     procs.wait_for(exporter_up, timeout=60, interval=0.5, message="the exporter's /metrics")
     with urllib.request.urlopen(metrics, timeout=5) as response:  # local URL
@@ -349,10 +335,10 @@ def test_the_image_extras_run_every_deployed_command(
 
     def web_up() -> bool:
         _alive(web)
-        return _status(f"{web_url}/healthz") == 200
+        return http_status(f"{web_url}/healthz") == 200
 
     procs.wait_for(web_up, timeout=60, interval=0.5, message="beatflow web's /healthz")
-    assert _status(f"{web_url}/api/v1/dags") == 401
+    assert http_status(f"{web_url}/api/v1/dags") == 401
     assert probe("web")
 
     # `helm test`'s ping, and the prune CronJob's command.

@@ -4,9 +4,6 @@ password from BEATFLOW_FLOWER_PASSWORD_FILE, never from its command line."""
 
 from __future__ import annotations
 
-import base64
-import urllib.error
-import urllib.request
 import uuid
 from pathlib import Path
 
@@ -15,6 +12,7 @@ from celery import Celery
 
 from beatflow.settings import Settings
 from tests import procs
+from tests.http_get import http_status
 from tests.integration.celery.conftest import FLOWER_USER, get_json, start_flower
 
 pytestmark = pytest.mark.slow
@@ -62,17 +60,6 @@ def test_flower_keeps_at_most_the_configured_number_of_tasks(
         flower.stop()
 
 
-def _status(url: str, password: str) -> int:
-    request = urllib.request.Request(url)
-    token = base64.b64encode(f"{FLOWER_USER}:{password}".encode()).decode()
-    request.add_header("Authorization", f"Basic {token}")
-    try:
-        with urllib.request.urlopen(request, timeout=5) as response:  # local URL
-            return int(response.status)
-    except urllib.error.HTTPError as exc:
-        return int(exc.code)
-
-
 def test_flower_reads_its_password_from_a_file_and_not_from_argv(
     redis_url: str, tmp_path: Path
 ) -> None:
@@ -85,8 +72,8 @@ def test_flower_reads_its_password_from_a_file_and_not_from_argv(
     }
     flower, base = start_flower(tmp_path, env, auth={"BEATFLOW_FLOWER_PASSWORD_FILE": str(secret)})
     try:
-        assert _status(base + "/api/workers", "wrong") == 401
-        assert _status(base + "/api/workers", "from-a-file-pw") == 200
+        assert http_status(base + "/api/workers", (FLOWER_USER, "wrong")) == 401
+        assert http_status(base + "/api/workers", (FLOWER_USER, "from-a-file-pw")) == 200
         cmdline = Path(f"/proc/{flower.pid}/cmdline").read_bytes()
         assert b"from-a-file-pw" not in cmdline
     finally:

@@ -3,32 +3,18 @@ unauthenticated request gets 401), and with no password at all Flower refuses to
 
 from __future__ import annotations
 
-import base64
 import subprocess
 import sys
-import urllib.error
-import urllib.request
 from pathlib import Path
 
 import pytest
 
 from tests import procs, services
+from tests.http_get import http_status
 
 pytestmark = pytest.mark.slow
 
 FLOWER = [sys.executable, "-m", "celery", "-A", "beatflow", "flower", "--address=127.0.0.1"]
-
-
-def _status(url: str, user: str | None = None, password: str = "") -> int:
-    request = urllib.request.Request(url)
-    if user is not None:
-        token = base64.b64encode(f"{user}:{password}".encode()).decode()
-        request.add_header("Authorization", f"Basic {token}")
-    try:
-        with urllib.request.urlopen(request, timeout=5) as response:  # local URL
-            return int(response.status)
-    except urllib.error.HTTPError as exc:
-        return int(exc.code)
 
 
 def _env(redis_url: str, tmp_path: Path, **extra: str) -> dict[str, str]:
@@ -40,6 +26,15 @@ def _env(redis_url: str, tmp_path: Path, **extra: str) -> dict[str, str]:
             **extra,
         }
     )
+
+
+def _wait_up(flower: procs.Proc, base: str) -> None:
+    def up() -> bool:
+        if flower.popen is not None and flower.popen.poll() is not None:
+            raise RuntimeError(f"flower exited:\n{flower.log()}")
+        return http_status(base + "/healthcheck") == 200
+
+    procs.wait_for(up, timeout=60, message="flower to answer /healthcheck")
 
 
 def test_flower_answers_401_without_credentials_and_200_with_the_configured_ones(
@@ -55,21 +50,12 @@ def test_flower_answers_401_without_credentials_and_200_with_the_configured_ones
     ).start()
     base = f"http://127.0.0.1:{port}"
     try:
-
-        def up() -> bool:
-            if flower.popen is not None and flower.popen.poll() is not None:
-                raise RuntimeError(f"flower exited:\n{flower.log()}")
-            try:
-                return _status(base + "/healthcheck") == 200
-            except OSError:
-                return False
-
-        procs.wait_for(up, timeout=60, message="flower to answer /healthcheck")
+        _wait_up(flower, base)
         for path in ("/", "/workers", "/tasks", "/api/workers"):
-            assert _status(base + path) == 401, path
-            assert _status(base + path, "ops", "wrong") == 401, path
-        assert _status(base + "/", "ops", "s3cret-pw") == 200
-        assert _status(base + "/api/workers", "ops", "s3cret-pw") == 200
+            assert http_status(base + path) == 401, path
+            assert http_status(base + path, ("ops", "wrong")) == 401, path
+        assert http_status(base + "/", ("ops", "s3cret-pw")) == 200
+        assert http_status(base + "/api/workers", ("ops", "s3cret-pw")) == 200
     finally:
         flower.stop()
     assert "s3cret-pw" not in flower.log()
@@ -106,17 +92,8 @@ def test_flowers_own_basic_auth_flag_still_works_without_beatflow_settings(
     ).start()
     base = f"http://127.0.0.1:{port}"
     try:
-
-        def up() -> bool:
-            if flower.popen is not None and flower.popen.poll() is not None:
-                raise RuntimeError(f"flower exited:\n{flower.log()}")
-            try:
-                return _status(base + "/healthcheck") == 200
-            except OSError:
-                return False
-
-        procs.wait_for(up, timeout=60, message="flower to answer /healthcheck")
-        assert _status(base + "/") == 401
-        assert _status(base + "/", "me", "mine") == 200
+        _wait_up(flower, base)
+        assert http_status(base + "/") == 401
+        assert http_status(base + "/", ("me", "mine")) == 200
     finally:
         flower.stop()
