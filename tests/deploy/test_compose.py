@@ -61,23 +61,23 @@ def docker_compose() -> str:
     return found
 
 
-def _config(
-    docker_compose: str, env: dict[str, str], tmp_path: Path
+def compose_config(
+    docker_compose: str,
+    env: dict[str, str],
+    tmp_path: Path,
+    files: tuple[Path, ...] = (COMPOSE,),
+    secrets: dict[str, str] = SECRETS,
 ) -> subprocess.CompletedProcess[str]:
+    """`docker-compose config` of ``files`` with an empty env file and ``env``; the variables
+    named in ``secrets`` come from ``env`` only, never from this process's environment."""
     env_file = tmp_path / "empty.env"
     env_file.write_text("")
-    clean = {k: v for k, v in os.environ.items() if k not in SECRETS}
+    clean = {k: v for k, v in os.environ.items() if k not in secrets}
+    argv = [docker_compose, "--project-directory", str(ROOT)]
+    for path in files:
+        argv += ["-f", str(path)]
     return subprocess.run(
-        [
-            docker_compose,
-            "--project-directory",
-            str(ROOT),
-            "-f",
-            str(COMPOSE),
-            "--env-file",
-            str(env_file),
-            "config",
-        ],
+        [*argv, "--env-file", str(env_file), "config"],
         capture_output=True,
         text=True,
         timeout=60,
@@ -86,22 +86,27 @@ def _config(
     )
 
 
-def test_the_compose_file_matches_the_compose_spec_schema() -> None:
+def compose_spec_check(path: Path) -> subprocess.CompletedProcess[str]:
+    """check-jsonschema of ``path`` against the compose-spec schema it ships with (offline)."""
     exe = shutil.which("check-jsonschema") or str(Path(sys.executable).parent / "check-jsonschema")
-    proc = subprocess.run(
-        [exe, "--builtin-schema", "vendor.compose-spec", str(COMPOSE)],
+    return subprocess.run(
+        [exe, "--builtin-schema", "vendor.compose-spec", str(path)],
         capture_output=True,
         text=True,
         timeout=60,
         check=False,
     )
+
+
+def test_the_compose_file_matches_the_compose_spec_schema() -> None:
+    proc = compose_spec_check(COMPOSE)
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
 def test_docker_compose_resolves_the_file_when_every_secret_is_set(
     docker_compose: str, tmp_path: Path
 ) -> None:
-    proc = _config(docker_compose, SECRETS, tmp_path)
+    proc = compose_config(docker_compose, SECRETS, tmp_path)
     assert proc.returncode == 0, proc.stderr
     resolved = yaml.safe_load(proc.stdout)
     worker = resolved["services"]["worker"]
@@ -114,7 +119,7 @@ def test_compose_refuses_to_start_while_a_password_is_unset(
     docker_compose: str, tmp_path: Path, missing: str
 ) -> None:
     env = {k: v for k, v in SECRETS.items() if k != missing}
-    proc = _config(docker_compose, env, tmp_path)
+    proc = compose_config(docker_compose, env, tmp_path)
     assert proc.returncode != 0
     assert f"set {missing} in .env (see .env.example)" in proc.stderr
 

@@ -5,10 +5,7 @@ for, the broker URL on it, Redis kept for the beat, and no start without RABBITM
 
 from __future__ import annotations
 
-import os
-import shutil
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +13,14 @@ import pytest
 import yaml
 
 from tests.deploy.manifests import ROOT
-from tests.deploy.test_compose import BEATFLOW_SERVICES, COMPOSE, SECRETS, docker_compose
+from tests.deploy.test_compose import (
+    BEATFLOW_SERVICES,
+    COMPOSE,
+    SECRETS,
+    compose_config,
+    compose_spec_check,
+    docker_compose,
+)
 
 OVERRIDE = ROOT / "docker-compose.rabbitmq.yml"
 RABBIT_SECRETS = {**SECRETS, "RABBITMQ_PASSWORD": "q" * 24}
@@ -26,17 +30,8 @@ __all__ = ["docker_compose"]  # the fixture, shared with test_compose.py
 def _config(
     docker_compose: str, env: dict[str, str], tmp_path: Path
 ) -> subprocess.CompletedProcess[str]:
-    env_file = tmp_path / "empty.env"
-    env_file.write_text("")
-    clean = {k: v for k, v in os.environ.items() if k not in RABBIT_SECRETS}
-    argv = [docker_compose, "--project-directory", str(ROOT), "-f", str(COMPOSE), "-f"]
-    return subprocess.run(
-        [*argv, str(OVERRIDE), "--env-file", str(env_file), "config"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env={**clean, **env},
-        check=False,
+    return compose_config(
+        docker_compose, env, tmp_path, files=(COMPOSE, OVERRIDE), secrets=RABBIT_SECRETS
     )
 
 
@@ -49,14 +44,7 @@ def resolved(docker_compose: str, tmp_path_factory: pytest.TempPathFactory) -> d
 
 
 def test_the_override_matches_the_compose_spec_schema() -> None:
-    exe = shutil.which("check-jsonschema") or str(Path(sys.executable).parent / "check-jsonschema")
-    proc = subprocess.run(
-        [exe, "--builtin-schema", "vendor.compose-spec", str(OVERRIDE)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    proc = compose_spec_check(OVERRIDE)
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
