@@ -5,25 +5,18 @@ from __future__ import annotations
 
 import signal
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from tests import services
-from tests.integration.scheduler.beatcluster import BeatCluster, beat_cluster
+from tests.integration.scheduler.beatcluster import BeatCluster, beat_cluster, cluster
 from tests.integration.scheduler.test_beat_replicas import assert_every_tick_once
 from tests.procs import wait_for
 
 pytestmark = pytest.mark.slow
-
-
-@pytest.fixture
-def cluster(
-    redis_url: str, make_postgres_db: Callable[[], str], tmp_path: Path
-) -> Iterator[BeatCluster]:
-    with beat_cluster(tmp_path, redis_url, make_postgres_db()) as c:
-        yield c
+__all__ = ["cluster"]  # the fixture
 
 
 def test_sigkilled_leaders_are_replaced_and_every_gap_tick_runs_once_under_the_new_epoch(

@@ -8,9 +8,8 @@ from __future__ import annotations
 
 import signal
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 from zoneinfo import ZoneInfo
 
 import pytest
@@ -24,20 +23,13 @@ from beatflow.scheduler.plan import Fire, ScheduleSpec
 from beatflow.scheduler.sync import write_entries
 from beatflow.store import Store
 from beatflow.store.records import ScheduledRunDraft
-from tests.integration.scheduler.beatcluster import BeatCluster, beat_cluster
+from tests.integration.scheduler.beatcluster import BeatCluster, cluster
 from tests.integration.scheduler.test_beat_replicas import assert_every_tick_once
 
 pytestmark = pytest.mark.slow
+__all__ = ["cluster"]  # the fixture
 
 DAGS = [f"fence_{i:02d}" for i in range(12)]  # a busy tick: a freeze often lands inside one
-
-
-@pytest.fixture
-def cluster(
-    redis_url: str, make_postgres_db: Callable[[], str], tmp_path: Path
-) -> Iterator[BeatCluster]:
-    with beat_cluster(tmp_path, redis_url, make_postgres_db()) as c:
-        yield c
 
 
 def test_a_frozen_leader_that_wakes_up_writes_nothing_and_every_tick_fires_once(

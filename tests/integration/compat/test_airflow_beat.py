@@ -4,15 +4,14 @@ real worker; the leader is SIGKILLed and the standby goes on, every tick fired o
 from __future__ import annotations
 
 import signal
-from collections.abc import Callable, Iterator
-from pathlib import Path
 
 import pytest
 
-from tests.integration.scheduler.beatcluster import BeatCluster, beat_cluster
+from tests.integration.scheduler.beatcluster import BeatCluster, cluster
 from tests.procs import wait_for
 
 pytestmark = pytest.mark.slow
+__all__ = ["cluster"]  # the fixture
 
 AIRFLOW_DAG = """
 import pendulum
@@ -38,14 +37,6 @@ def af_every_second():
 
 af_every_second()
 """
-
-
-@pytest.fixture
-def cluster(
-    redis_url: str, make_postgres_db: Callable[[], str], tmp_path: Path
-) -> Iterator[BeatCluster]:
-    with beat_cluster(tmp_path, redis_url, make_postgres_db()) as c:
-        yield c
 
 
 def test_an_airflow_dag_is_fired_by_the_ha_beat_once_per_tick_across_a_leader_sigkill(

@@ -8,12 +8,13 @@ import textwrap
 import time
 import uuid
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
+import pytest
 import redis
 from kombu.exceptions import OperationalError
 
@@ -168,3 +169,13 @@ def beat_cluster(tmp: Path, redis_url: str, database_url: str, **env: str) -> It
         cluster.stop()
         client.close()
         store.close()
+
+
+@pytest.fixture
+def cluster(
+    redis_url: str, make_postgres_db: Callable[[], str], tmp_path: Path
+) -> Iterator[BeatCluster]:
+    """A BeatCluster on the test's Redis database and a PostgreSQL database of its own (import
+    it where it is used: ``from tests.integration.scheduler.beatcluster import cluster``)."""
+    with beat_cluster(tmp_path, redis_url, make_postgres_db()) as c:
+        yield c

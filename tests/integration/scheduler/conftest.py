@@ -2,17 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from pathlib import Path
+from tests.integration.scheduler.beatcluster import cluster
 
-import pytest
-
-from tests.integration.scheduler.beatcluster import BeatCluster, beat_cluster
-
-
-@pytest.fixture
-def cluster(
-    redis_url: str, make_postgres_db: Callable[[], str], tmp_path: Path
-) -> Iterator[BeatCluster]:
-    with beat_cluster(tmp_path, redis_url, make_postgres_db()) as c:
-        yield c
+__all__ = ["cluster"]  # the fixture
