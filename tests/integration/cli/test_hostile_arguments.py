@@ -4,18 +4,15 @@ non-zero exit, no traceback, and nothing enqueued or recorded."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import redis
 import sqlalchemy as sa
 
-from beatflow.store import Store
+from tests.integration.cli.conftest import cli_env
+from tests.procs import run_beatflow
 
-BEATFLOW = str(Path(sys.executable).with_name("beatflow"))
 DAGS = Path(__file__).resolve().parents[2] / "dags"
 PWNED = Path("/tmp/beatflow-pwned-by-cli-test")
 
@@ -47,28 +44,14 @@ HOSTILE: list[tuple[str, list[str], str]] = [
 
 @pytest.fixture
 def env(redis_url: str, postgres_url: str) -> dict[str, str]:
-    Store(postgres_url).upgrade()
-    base = {k: v for k, v in os.environ.items() if not k.startswith("BEATFLOW_")}
-    base.update(
-        {
-            "BEATFLOW_BROKER_URL": redis_url,
-            "BEATFLOW_DATABASE_URL": postgres_url,
-            "BEATFLOW_DAGS_FOLDER": str(DAGS),
-            "PYTHONPATH": os.pathsep.join(
-                [str(DAGS.parents[1] / "platform"), str(DAGS.parents[1])]
-            ),
-        }
-    )
-    return base
+    return cli_env(redis_url, postgres_url, DAGS)
 
 
 @pytest.mark.parametrize(("case", "argv", "says"), HOSTILE, ids=[c[0] for c in HOSTILE])
 def test_hostile_arguments_get_a_clear_error_and_change_nothing(
     env: dict[str, str], case: str, argv: list[str], says: str
 ) -> None:
-    result = subprocess.run(
-        [BEATFLOW, *argv], env=env, capture_output=True, text=True, timeout=120, check=False
-    )
+    result = run_beatflow(env, *argv)
     output = result.stdout + result.stderr
     assert result.returncode != 0, f"{case}: exit 0\n{output}"
     assert "Traceback" not in output, f"{case}: a traceback instead of an error\n{output}"

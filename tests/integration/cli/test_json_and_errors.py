@@ -5,9 +5,7 @@ then prints one JSON document on stdout and nothing else; every error is `error:
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -18,9 +16,9 @@ from click.testing import CliRunner
 
 from beatflow.cli import COMMANDS, LazyGroup, main
 from beatflow.cli.common import EXIT_CODES, EXIT_FAILED, EXIT_OK, EXIT_TIMEOUT, EXIT_USAGE
-from beatflow.store import Store
+from tests.integration.cli.conftest import cli_env
+from tests.procs import run_beatflow
 
-BEATFLOW = str(Path(sys.executable).with_name("beatflow"))
 ROOT = Path(__file__).resolve().parents[3]
 
 # Commands that print no data: they serve, supervise or ask (the rest must take --json).
@@ -88,17 +86,7 @@ def test_a_bad_setting_is_a_configuration_error_with_exit_2() -> None:
 
 @pytest.fixture
 def env(redis_url: str, postgres_url: str) -> dict[str, str]:
-    Store(postgres_url).upgrade()
-    base = {k: v for k, v in os.environ.items() if not k.startswith("BEATFLOW_")}
-    base.update(
-        {
-            "BEATFLOW_BROKER_URL": redis_url,
-            "BEATFLOW_DATABASE_URL": postgres_url,
-            "BEATFLOW_DAGS_FOLDER": str(ROOT / "dags"),
-            "PYTHONPATH": os.pathsep.join([str(ROOT / "platform"), str(ROOT)]),
-        }
-    )
-    return base
+    return cli_env(redis_url, postgres_url, ROOT / "dags")
 
 
 Call = Callable[..., subprocess.CompletedProcess[str]]
@@ -107,9 +95,7 @@ Call = Callable[..., subprocess.CompletedProcess[str]]
 @pytest.fixture
 def beatflow(env: dict[str, str]) -> Call:
     def call(*argv: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [BEATFLOW, *argv], env=env, capture_output=True, text=True, timeout=120, check=False
-        )
+        return run_beatflow(env, *argv)
 
     return call
 
