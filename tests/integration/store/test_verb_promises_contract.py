@@ -8,25 +8,14 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 import pytest
-import sqlalchemy as sa
 
 from beatflow.errors import BeatflowError, DeadLetterStaleError
 from beatflow.store import AuditNote, DeadLetterDraft, Store
-from beatflow.store.engine import is_sqlite
+from tests.integration.store.test_audit_contract import refuse_audit_records
 
 T0 = datetime(2026, 3, 1, tzinfo=UTC)
 KEY = "etl/r1/load"
 LETTER = DeadLetterDraft(args={"run_id": "r1", "map_index": -1}, conf={}, tries=3)
-REFUSE_PG = """
-CREATE FUNCTION refuse_audit() RETURNS trigger LANGUAGE plpgsql AS $$
-BEGIN RAISE EXCEPTION 'refused by the test'; END $$;
-CREATE TRIGGER refuse_audit BEFORE INSERT ON audit_events
-FOR EACH ROW EXECUTE FUNCTION refuse_audit();
-"""
-REFUSE_SQLITE = """
-CREATE TRIGGER refuse_audit BEFORE INSERT ON audit_events
-BEGIN SELECT RAISE(ABORT, 'refused by the test'); END;
-"""
 
 
 def fail_load(store: Store, tries: int = 3) -> None:
@@ -50,18 +39,6 @@ def run(store: Store) -> Store:
     store.create_dag_run("etl", "r1", logical_date=T0)
     store.start_queued_dag_runs("etl", 1)
     return store
-
-
-def refuse_audit(database_url: str) -> None:
-    engine = sa.create_engine(database_url)
-    try:
-        with engine.begin() as conn:
-            if is_sqlite(database_url):
-                conn.exec_driver_sql(REFUSE_SQLITE)
-            else:
-                conn.execute(sa.text(REFUSE_PG))
-    finally:
-        engine.dispose()
 
 
 def test_a_clear_starts_a_fresh_round_of_tries_and_closes_the_letter_it_makes_stale(
@@ -148,7 +125,7 @@ def test_a_replay_is_audited_in_its_own_transaction(run: Store, database_url: st
     store = run
     fail_load(store)
     [letter] = letters(store)
-    refuse_audit(database_url)
+    refuse_audit_records(database_url)
     with pytest.raises(BeatflowError, match="refused by the test"):
         store.start_replay(letter, audit=AuditNote("carol", "replay", {}))
     # nothing of the replay stands without its audit record
@@ -162,7 +139,7 @@ def test_cancel_mark_and_clear_are_audited_in_their_own_transaction(
 ) -> None:
     store = run
     store.claim_task_run(KEY, dag_id="etl", run_id="r1", task_id="load")
-    refuse_audit(database_url)
+    refuse_audit_records(database_url)
     with pytest.raises(BeatflowError, match="refused by the test"):
         store.end_dag_run_by_hand(
             "etl", "r1", to="cancelled", from_states={"running"}, reason="cancelled by dan",
