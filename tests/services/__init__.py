@@ -16,6 +16,7 @@ import sqlalchemy as sa
 from tests.services._base import (
     OWNED,
     STATE_DIR,
+    OwnedServer,
     ServiceError,
     force_throwaway,
     free_port,
@@ -42,6 +43,7 @@ __all__ = [
     "OwnedPostgres",
     "OwnedRabbit",
     "OwnedRedis",
+    "OwnedServer",
     "PostgresServer",
     "RabbitServer",
     "RedisServer",

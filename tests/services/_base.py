@@ -135,8 +135,8 @@ OWNED: list[Owned] = []
 class OwnedServer:
     """A server process of our own on a free port, in a session of its own with its output in a
     log in its work folder, on record (for ``reap_orphans``) while it runs; the subclass says
-    how to start it, how to tell it answers, and how to stop and kill it. ``close`` kills it and
-    deletes its files."""
+    how to start it, how to tell it answers, and how to stop (cleanly) and kill it (a crash).
+    ``close`` kills it and deletes its files."""
 
     port: int
     workdir: Path
@@ -159,6 +159,9 @@ class OwnedServer:
 
     def describe(self) -> str:
         """What ``start`` waits for, in its timeout error."""
+        raise NotImplementedError
+
+    def stop(self) -> None:
         raise NotImplementedError
 
     def kill(self) -> None:
