@@ -39,6 +39,7 @@ NOT_SETTINGS = {
     "BEATFLOW_TEST_REDIS_URL": "tests/services/__init__.py",
     "BEATFLOW_TEST_DATABASE_URL": "tests/services/__init__.py",
     "BEATFLOW_TEST_FORCE_THROWAWAY": "tests/services/_base.py",
+    "BEATFLOW_TEST_ARTIFACTS": "tests/artifacts.py",
     "BEATFLOW_APP": "platform/beatflow/cli/__init__.py",
     "BEATFLOW_BASE_IMAGE": "deploy/image.sh",
     "BEATFLOW_PODMAN_RUNTIME": "deploy/image.sh",

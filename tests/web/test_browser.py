@@ -1,7 +1,8 @@
 """The web UI as a person uses it, in headless Chromium (Debian's, driven by Playwright) against
 a real worker: log in, the DAG list, a DAG's graph and grid, trigger with conf and watch the run
 finish, a failed task's traceback and logs, clear it and see it succeed, cancel a running run,
-replay a dead letter. Screenshots go to the test's tmp folder (and BEATFLOW_SCREENSHOTS_DIR)."""
+replay a dead letter. Screenshots go to the test's tmp folder, the run's artifacts
+(tests/artifacts.py) and BEATFLOW_SCREENSHOTS_DIR when set (make screenshot)."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ import httpx
 import pytest
 
 from beatflow.runtime import runtime_of
+from tests import artifacts
 from tests.web.conftest import PASSWORD, USER, WebServer
 
 pytestmark = pytest.mark.slow
@@ -65,10 +67,11 @@ def page(browser: object, web: WebServer, tmp_path: Path) -> Iterator[object]:
 def shot(page: object, tmp_path: Path, name: str) -> None:
     path = tmp_path / f"{name}.png"
     page.screenshot(path=str(path), full_page=True)  # type: ignore[attr-defined]
-    keep = os.environ.get("BEATFLOW_SCREENSHOTS_DIR")
-    if keep:
-        Path(keep).mkdir(parents=True, exist_ok=True)
-        shutil.copy(path, Path(keep) / path.name)
+    artifacts.keep(path)
+    chosen = os.environ.get("BEATFLOW_SCREENSHOTS_DIR")
+    if chosen:
+        Path(chosen).mkdir(parents=True, exist_ok=True)
+        shutil.copy(path, Path(chosen) / path.name)
 
 
 def wait_state(page: object, state: str) -> None:

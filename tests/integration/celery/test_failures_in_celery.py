@@ -7,7 +7,6 @@ from __future__ import annotations
 import collections
 import json
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -15,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from beatflow.store import DagRunRecord, TaskRunRecord
-from tests import procs
+from tests import artifacts, procs
 from tests.integration.celery.conftest import FLOWER_PASSWORD, FLOWER_USER, Stack, get_json
 from tests.integration.observability.conftest import Samples
 
@@ -151,10 +150,7 @@ def test_flowers_tasks_page_shows_the_failed_task(
         finally:
             browser.close()
     assert shot.stat().st_size > 0
-    artefacts = os.environ.get("BEATFLOW_TEST_ARTEFACTS")
-    if artefacts:
-        Path(artefacts).mkdir(parents=True, exist_ok=True)
-        shutil.copy(shot, Path(artefacts) / shot.name)
+    artifacts.keep(shot)
 
 
 def test_dlq_replay_prints_json(stack: Stack, failed_run: object) -> None:
