@@ -20,7 +20,7 @@ from beatflow.celery_passthrough import REFUSED, install_config_masking
 from beatflow.dag.loader import load_dags as load_dags_folder
 from beatflow.errors import AppConfigError, SettingsError
 from beatflow.execution.canvas import counting_backend
-from beatflow.execution.lease import LeaseKeeper
+from beatflow.execution.lease import LeaseKeeper, ended_meanwhile
 from beatflow.execution.send import BatchingCelery, BatchingEvents
 from beatflow.logs import configure_logging
 from beatflow.notify import deliver
@@ -62,7 +62,11 @@ def _open_store(settings: Settings) -> Store:
 
 
 def _make_leases(runtime: Runtime) -> LeaseKeeper:
-    return LeaseKeeper(lambda k, t: runtime.store.renew_lease(k, t), runtime.settings.lease_seconds)
+    return LeaseKeeper(
+        lambda k, t: runtime.store.renew_lease(k, t),
+        runtime.settings.lease_seconds,
+        why_lost=lambda k: ended_meanwhile(runtime.store.get_task_run(k)),
+    )
 
 
 def init_app(

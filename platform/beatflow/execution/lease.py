@@ -1,5 +1,7 @@
 """Lease renewal: one daemon thread per worker process renews the lease of every task run that
-process is executing, every lease/3 seconds, so a live worker never loses its claim."""
+process is executing, every lease/3 seconds, so a live worker never loses its claim. A lease
+lost anyway is reported with why: another worker took the task run over, or it ended meanwhile
+(:func:`ended_meanwhile`: an operator cancelled or marked its run)."""
 
 from __future__ import annotations
 
@@ -7,13 +9,37 @@ import logging
 import os
 import threading
 from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from beatflow.states import TASK_RUN_FINAL
+
+if TYPE_CHECKING:
+    from beatflow.store import TaskRunRecord
 
 log = logging.getLogger(__name__)
 
+TAKEN_OVER = "this worker's lease was taken over by another worker"
+
+
+def ended_meanwhile(record: TaskRunRecord | None) -> str | None:
+    """Why the holder of a task run's lease lost it when the task run ended without it (its run
+    cancelled or marked by an operator: the task runs end and their leases are dropped), from
+    the task run as it is now; None when it did not end (another worker holds it)."""
+    if record is None or record.state not in TASK_RUN_FINAL:
+        return None
+    why = f" ({record.error})" if record.error else ""
+    return f"it ended meanwhile as {record.state}{why}"
+
 
 class LeaseKeeper:
-    def __init__(self, renew: Callable[[str, str], bool], lease_seconds: float) -> None:
+    def __init__(
+        self,
+        renew: Callable[[str, str], bool],
+        lease_seconds: float,
+        why_lost: Callable[[str], str | None] | None = None,
+    ) -> None:
         self._renew = renew
+        self._why_lost = why_lost
         self._interval = max(0.05, lease_seconds / 3)
         self._held: dict[str, str] = {}
         self._writing: set[str] = set()  # holders writing their outcome (see ``writing``)
@@ -66,9 +92,18 @@ class LeaseKeeper:
                 try:
                     if not self._renew(key, token) and self._lost(key, token):
                         log.warning(
-                            "lease on task run %s was taken over by another worker",
+                            "lease on task run %s lost: %s; its outcome will not be recorded",
                             key,
+                            self._why(key),
                             extra={"dedupe_key": key},
                         )
                 except Exception:  # a DB blip must not kill the renewer
                     log.warning("could not renew lease on %s; will retry", key, exc_info=True)
+
+    def _why(self, dedupe_key: str) -> str:
+        """``why_lost``'s answer (an ended task run), else a takeover."""
+        try:
+            why = self._why_lost(dedupe_key) if self._why_lost is not None else None
+        except Exception:  # noqa: BLE001 - a DB blip: the warning goes out all the same
+            why = None
+        return why or TAKEN_OVER

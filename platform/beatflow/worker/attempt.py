@@ -26,6 +26,7 @@ from beatflow.errors import NoSuchItemError, ResultError, StoreUnavailableError,
 from beatflow.execution import canvas, events
 from beatflow.execution.context import TaskContext, make_logger
 from beatflow.execution.decide import run_outcome
+from beatflow.execution.lease import ended_meanwhile
 from beatflow.logs import correlation
 from beatflow.notify import callbacks
 from beatflow.states import TaskRunState
@@ -92,13 +93,30 @@ class Attempt:
                 continue_fan_in(self.task.app, ended.fan_in, f"task run {self.key}")
         if not written:
             self.runtime.leases.release(self.key)
-            log.warning(
-                "task run %s: this worker's lease was taken over; stopping without recording "
-                "%s or continuing the canvas (the new holder does both)",
-                self.key,
-                state,
-            )
+            ended = self._ended_meanwhile()
+            if ended is not None:
+                log.warning(
+                    "task run %s: %s; stopping without recording %s or continuing the canvas",
+                    self.key,
+                    ended,
+                    state,
+                )
+            else:
+                log.warning(
+                    "task run %s: this worker's lease was taken over; stopping without recording "
+                    "%s or continuing the canvas (the new holder does both)",
+                    self.key,
+                    state,
+                )
             raise Ignore()
+
+    def _ended_meanwhile(self) -> str | None:
+        """Why this attempt could not record its outcome when its task run ended without it
+        (its run cancelled or marked); None for a takeover (or when that cannot be read)."""
+        try:
+            return ended_meanwhile(self.runtime.store.get_task_run(self.key))
+        except Exception:  # noqa: BLE001 - only the wording of a warning depends on it
+            return None
 
     def _closes_as(self, state: str) -> str | None:
         """The run's final state if this attempt's ``state`` ends the run, known without a read:

@@ -8,7 +8,7 @@ import logging
 import pytest
 import sqlalchemy as sa
 
-from beatflow.execution.lease import LeaseKeeper
+from beatflow.execution.lease import LeaseKeeper, ended_meanwhile
 from beatflow.store import Store
 from tests.procs import wait_for
 
@@ -81,3 +81,21 @@ def test_a_lease_taken_over_is_reported_once_and_let_go(
     finally:
         _stop(keeper)
     assert caplog.text.count(WARNING) == 1
+
+
+def test_a_lease_dropped_by_a_cancel_is_reported_as_the_cancel_not_as_a_takeover(
+    store: Store, caplog: pytest.LogCaptureFixture
+) -> None:
+    key, token = _claimed(store, "r3")
+    why = lambda k: ended_meanwhile(store.get_task_run(k))  # noqa: E731 - as the app builds it
+    keeper = LeaseKeeper(store.renew_lease, 0.15, why_lost=why)
+    caplog.set_level(logging.WARNING, logger="beatflow.execution.lease")
+    try:
+        keeper.hold(key, token)
+        store.cancel_task_runs("etl", "r3", reason="cancelled by user:ann: not today")
+        said = f"lease on task run {key} lost: it ended meanwhile as cancelled (cancelled by"
+        wait_for(lambda: said in caplog.text, timeout=10)
+    finally:
+        _stop(keeper)
+    assert "user:ann: not today); its outcome will not be recorded" in caplog.text
+    assert WARNING not in caplog.text
