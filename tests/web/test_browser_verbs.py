@@ -2,8 +2,9 @@
 Playwright) against a real worker: a task with ``retries=2`` cleared from the run page (asked
 for confirmation and a reason) runs its three tries again and the page shows them; a run marked
 success closes its dead letters, so a replay from a dead-letter page opened before the mark is
-refused with the reason, and the run stays success. Screenshots go to the test's tmp folder
-(and BEATFLOW_SCREENSHOTS_DIR)."""
+refused with the reason, and the run stays success: issue 45's cases 4 and 5 (the map of every
+case is tests/web/test_browser_cases.py's docstring). Screenshots go to the test's tmp folder
+and the run's artifacts (tests/artifacts.py)."""
 
 from __future__ import annotations
 
@@ -38,7 +39,7 @@ def calls(web: WebServer, run_id: str) -> int:
     return web.cluster.count(f"flaky-{run_id}")
 
 
-def test_a_cleared_task_runs_its_three_tries_again_and_the_page_shows_them(
+def test_case_4_a_cleared_task_runs_its_three_tries_again_and_the_page_shows_them(
     page: object, web: WebServer, tmp_path: Path
 ) -> None:
     # flaky fails its first five calls: three tries, then (cleared) two more fail and the
@@ -58,7 +59,7 @@ def test_a_cleared_task_runs_its_three_tries_again_and_the_page_shows_them(
     shot(page, tmp_path, "verbs-cleared-full-retries")
 
 
-def test_a_replay_of_a_letter_closed_by_a_mark_is_refused_with_the_reason(
+def test_case_5_a_replay_of_a_letter_closed_by_a_mark_is_refused_with_the_reason(
     page: object, web: WebServer, tmp_path: Path
 ) -> None:
     trigger_from_page(page, web, "web_verbs", '{"succeed_on": 1000}')

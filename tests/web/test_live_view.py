@@ -2,7 +2,8 @@
 files the test creates: rows updated by the poll keep every column, a map's instances appear as
 they are created and its row says ``running`` meanwhile, the task page follows its task run
 (state, tries, log tail) without a reload, and log lines are shown whole with a wrap toggle.
-Screenshots go to the test's tmp folder (and BEATFLOW_SCREENSHOTS_DIR)."""
+Issue 45's case 7 (the map of every case is tests/web/test_browser_cases.py's docstring).
+Screenshots go to the test's tmp folder and the run's artifacts (tests/artifacts.py)."""
 
 from __future__ import annotations
 
@@ -61,7 +62,7 @@ def row(page: object, label: str) -> object:
     return page.locator(f'#task-rows tr[data-instance="{label}"]')  # type: ignore[attr-defined]
 
 
-def test_map_instances_appear_as_created_and_rows_keep_every_column(
+def test_case_7_map_instances_appear_as_created_and_rows_keep_every_column(
     page: object, web: WebServer, run: tuple[str, str], tmp_path: Path
 ) -> None:
     run_id, url = run
@@ -106,7 +107,7 @@ def test_map_instances_appear_as_created_and_rows_keep_every_column(
     shot(page, tmp_path, "live-rows")
 
 
-def test_the_task_page_follows_its_task_run_and_shows_log_lines_whole(
+def test_case_7_the_task_page_follows_its_task_run_and_shows_log_lines_whole(
     page: object, web: WebServer, run: tuple[str, str], tmp_path: Path
 ) -> None:
     run_id, url = run
