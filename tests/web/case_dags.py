@@ -72,6 +72,6 @@ def join(a: int, b: int) -> int:
     return a + b
 
 
-with DAG("case_rows"):
+with DAG("case_rows", params={"note": "", "blob": ""}):
     join(early(), late())
 """

@@ -73,7 +73,8 @@ def trigger(pg: Any, web: WebServer, dag_id: str, conf: str) -> str:
     open_raw_conf(pg)
     pg.fill("form.raw textarea[name=conf]", conf)
     pg.click("form.raw >> text=Trigger run")
-    pg.wait_for_selector("#run-state")
+    pg.wait_for_selector("#run-state, ul.error")
+    assert pg.locator("#run-state").count(), pg.inner_text("ul.error")
     return unquote(pg.url.rsplit("/", 1)[1])
 
 
