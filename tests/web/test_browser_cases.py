@@ -147,11 +147,13 @@ def test_case_2_cancel_offers_terminate_which_stops_the_task_and_nothing_says_ta
     note = page.inner_text("#still-running")
     assert "slow" in note and "may still be running" in note and "terminate" in note
     key = f"web_slow/{run_id}/slow"
-    ended = f"task run {key}: it ended meanwhile as cancelled"
-    wait_for(lambda: ended in web.cluster.log(), 60.0, 0.2, "the task to return")
+    returned = re.compile(rf"task run {re.escape(key)}: .*stopping without recording success")
+    wait_for(lambda: returned.search(web.cluster.log()), 60.0, 0.2, "the task to return")
     said = [line for line in web.cluster.log().splitlines() if key in line]
     assert not [line for line in said if "taken over" in line], said
-    assert any("cancelled by user:admin: not today" in line for line in said), said
+    ended = "it ended meanwhile as cancelled (cancelled by user:admin: not today)"
+    for moment in ("lease on task run", "stopping without recording"):  # renewal, return
+        assert any(moment in line and ended in line for line in said), said
     shot(page, tmp_path, "case-2-cancelled-left-running")
 
     # with terminate: the task stops on its worker long before its 60 s are up
@@ -226,7 +228,9 @@ def dlq_run_failed(pg: Any, web: WebServer) -> str:
 
 def refused_without_reason(pg: Any, confirm: str, reason: str) -> None:
     """A verb's form posts nothing without a reason: the browser keeps it open."""
+    url = pg.url
     pg.click(confirm)
+    assert pg.url == url and pg.locator(reason).count() == 1, "posted without a reason"
     assert pg.evaluate(f"document.querySelector('{reason}').validity.valueMissing")
 
 
