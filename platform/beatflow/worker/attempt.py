@@ -93,12 +93,12 @@ class Attempt:
                 continue_fan_in(self.task.app, ended.fan_in, f"task run {self.key}")
         if not written:
             self.runtime.leases.release(self.key)
-            ended = self._ended_meanwhile()
-            if ended is not None:
+            why = self._ended_meanwhile()
+            if why is not None:
                 log.warning(
                     "task run %s: %s; stopping without recording %s or continuing the canvas",
                     self.key,
-                    ended,
+                    why,
                     state,
                 )
             else:
