@@ -36,6 +36,7 @@ from redis.exceptions import LockNotOwnedError
 
 from beatflow import connections, keys
 from beatflow.errors import BeatflowError, BrokerUnavailableError, DagNotFoundError
+from beatflow.execution.backoff import retry_due
 from beatflow.notify.sweep import enqueue_missing, resend_pending
 from beatflow.runs.backfill import advance_backfill
 from beatflow.runs.close import close_run, run_outcome
@@ -165,14 +166,16 @@ def _reconcile_stalled(
 
 def _retry_pending(dag: DAG, tasks: Sequence[TaskRunRecord], stall: timedelta) -> bool:
     """Whether a task run waits for its retry (up_for_retry, due within its backoff plus the
-    stall time): its message is in the broker with an ETA, so the run is not silent."""
+    stall time; ``execution.backoff.retry_due``, however far out): its message is in the broker
+    with an ETA (capped: it may wake and wait again), so the run is not silent. Resumed anyway,
+    a retry not yet due is harmless: its re-sent message waits for it (worker/node.py)."""
     now = datetime.now(UTC)
     for t in tasks:
         spec = dag.tasks.get(t.task_id)
-        if t.state != TaskRunState.UP_FOR_RETRY or spec is None or t.ended_at is None:
+        if spec is None:
             continue
-        due = t.ended_at + timedelta(seconds=spec.retry.delay_for(t.tries_since_clear, 1.0))
-        if now < due + stall:
+        due = retry_due(t, spec.retry)
+        if due is not None and now < due + stall:
             return True
     return False
 

@@ -58,6 +58,9 @@ class Settings(BaseSettings):
     queues: Annotated[tuple[str, ...], NoDecode, FromText(v.queue_names)] = ("default",)
     visibility_timeout: Annotated[int, FromText(v.whole(1))] = 3600
     unacked_restore_interval: Annotated[int, FromText(v.whole(1, 3600))] = 10  # sweep period, s
+    # the longest countdown of one message (a retry's or a sensor's wait); a longer wait is
+    # made of several (below RabbitMQ's consumer_timeout: execution/backoff.py)
+    max_countdown_seconds: Annotated[float, FromText(v.seconds(1.0))] = 900.0
     task_soft_time_limit: Annotated[int, FromText(v.whole(1))] = 300
     task_time_limit: Annotated[int, FromText(v.whole(1))] = 360
     result_expires: Annotated[int, FromText(v.whole(60))] = 86_400

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import random
 import time
 import traceback
 from collections.abc import Callable
@@ -24,6 +23,7 @@ from beatflow.dag.flow import Skip
 from beatflow.dag.model import DAG, TaskSpec
 from beatflow.errors import NoSuchItemError, ResultError, StoreUnavailableError, TaskRunFailedError
 from beatflow.execution import canvas, events
+from beatflow.execution.backoff import countdown, retry_delay
 from beatflow.execution.context import TaskContext, make_logger
 from beatflow.execution.decide import run_outcome
 from beatflow.execution.lease import ended_meanwhile
@@ -261,7 +261,9 @@ def handle_failure(attempt: Attempt, exc: Exception) -> None:
     spec = attempt.spec
     # an exception marked ``final`` (a sensor's timeout) takes no retry
     if attempt.round_try <= spec.retry.retries and not getattr(exc, "final", False):
-        delay = spec.retry.delay_for(attempt.round_try, random.random())
+        # the jitter is the task run's own: every message for the retry finds the same due
+        # time in its row (execution/backoff.py, worker/node.py)
+        delay = retry_delay(spec.retry, attempt.key, attempt.round_try, attempt.try_number)
         attempt.finish("up_for_retry", error=error, traceback=tb)
         log.warning(
             "task run %s failed on try %d (%s); retrying in %.2fs",
@@ -272,7 +274,10 @@ def handle_failure(attempt: Attempt, exc: Exception) -> None:
         )
         events.task_run_finished(attempt.dag.dag_id, spec.task_id, "up_for_retry")
         attempt.notify(TaskRunState.UP_FOR_RETRY, error)
-        retry_later(attempt.task, delay, exc)
+        settings = attempt.runtime.settings
+        # a longer wait is several messages: one that arrives early waits again (worker/node)
+        wait = countdown(delay, settings.visibility_timeout, settings.max_countdown_seconds)
+        retry_later(attempt.task, wait, exc)
     attempt.fail(error, tb, exc=exc)
 
 

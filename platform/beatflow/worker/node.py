@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import traceback
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from celery import Task as CeleryTask
@@ -18,7 +19,7 @@ from celery.exceptions import Ignore, Reject, Retry
 
 from beatflow.dag.model import DAG, TaskSpec
 from beatflow.errors import InvalidIdError, StoreUnavailableError
-from beatflow.execution import canvas, events
+from beatflow.execution import backoff, canvas, events
 from beatflow.execution.decide import Action, decide
 from beatflow.execution.dedupe import default_dedupe_key
 from beatflow.execution.options import store_retry_delay
@@ -71,6 +72,14 @@ def run_task(
             callbacks.task_event(runtime, dag, spec, read.run, state=state, map_index=index,
                             reason=decision.reason, dedupe_key=key)  # fmt: skip
         return events.outcome(state)
+    due = backoff.retry_due(own, spec.retry) if own is not None else None
+    if early := backoff.early_by(due, datetime.now(UTC)):
+        # a retry's message before its try is due (a countdown capped below the broker's
+        # limits, a redelivered copy, the reconciler's re-send): wait again, claim nothing
+        settings = runtime.settings
+        wait = backoff.countdown(early, settings.visibility_timeout, settings.max_countdown_seconds)
+        log.info("task run %s: its retry is due in %.1fs; waiting again", key, early)
+        retry_later(task, wait)
     got = read.claim or pools.claim_key(store, task, dag, spec, run_id, index, key)
     decision = decide(dataclasses.replace(situation, claim=claim.seen(got, own)))
     if decision.action is Action.DONE:

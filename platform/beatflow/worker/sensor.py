@@ -32,6 +32,7 @@ from celery.exceptions import Ignore
 from beatflow.dag.flow import Skip
 from beatflow.dag.sensors import SensorSpec, poked
 from beatflow.execution import canvas, events
+from beatflow.execution.backoff import EARLY_TOLERANCE_SECONDS, countdown
 from beatflow.states import TaskRunState
 from beatflow.store import SensorPokes
 from beatflow.worker.retry import retry_later
@@ -42,14 +43,9 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 POKE_KWARG = "poke"  # the message's keyword argument: the number of the poke it is for
-# a message at most this early for its poke still pokes (clocks, the broker's ETA rounding)
-EARLY_TOLERANCE_SECONDS = 0.5
-# The longest countdown of one wait between pokes; a longer wait is made of several (each
-# message that wakes early waits again). A worker holds a message with a countdown unacked
-# until it is due, and RabbitMQ closes the channel of a delivery unacked past its
-# consumer_timeout (1,800 s by default): the message would be redelivered and the channel's
-# other work with it. Half that leaves a margin for a busy worker and the clocks.
-COUNTDOWN_MAX_SECONDS = 900.0
+# The longest countdown of one wait between pokes is BEATFLOW_MAX_COUNTDOWN_SECONDS (900 s by
+# default); a longer wait is made of several (each message that wakes early waits again):
+# execution/backoff.py says why (RabbitMQ's consumer_timeout, Redis's visibility timeout).
 
 
 class SensorTimeout(Exception):
@@ -149,19 +145,13 @@ def _put_back(attempt: Attempt, recorded: SensorPokes) -> None:
     _reschedule(attempt, recorded, f"poke {recorded.poke_count} not done; next poke at {when}")
 
 
-def countdown(due: float, visibility_timeout: float) -> float:
-    """The countdown of the message for the next poke, due in ``due`` seconds: never further
-    out than half Redis's visibility timeout (a longer ETA would be redelivered while it waits)
-    nor than ``COUNTDOWN_MAX_SECONDS`` (RabbitMQ's consumer_timeout)."""
-    return max(0.0, min(due, visibility_timeout / 2, COUNTDOWN_MAX_SECONDS))
-
-
 def _again(attempt: Attempt, pokes: SensorPokes, number: int, now: datetime) -> NoReturn:
     """This message again, for poke ``number``, when ``pokes`` says it is due (or sooner, to
     wait again: ``countdown``)."""
     a = attempt
     due = (pokes.next_poke_at - now).total_seconds()
-    wait = countdown(due, a.runtime.settings.visibility_timeout)
+    settings = a.runtime.settings
+    wait = countdown(due, settings.visibility_timeout, settings.max_countdown_seconds)
     kwargs = {**(a.task.request.kwargs or {}), POKE_KWARG: number}
     a.runtime.leases.release(a.key)
     retry_later(a.task, wait, kwargs=kwargs)

@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
+from beatflow.execution.backoff import COUNTDOWN_MAX_SECONDS
 from beatflow.runs import trigger_dag
 from beatflow.runtime import runtime_of
-from beatflow.worker.sensor import COUNTDOWN_MAX_SECONDS
 from tests.cluster import Cluster, cluster
 from tests.conftest import broker_env
 from tests.procs import wait_for

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from beatflow.worker.sensor import COUNTDOWN_MAX_SECONDS, countdown
+from beatflow.execution.backoff import COUNTDOWN_MAX_SECONDS, countdown
 
 RABBITMQ_CONSUMER_TIMEOUT = 1800.0
 
