@@ -80,3 +80,20 @@ def bad_key() -> str:
 
 with DAG("t_bad_key"):
     bad_key() >> _after("all_done")()
+
+
+@task(retries=1, retry_delay=10, retry_jitter=False)
+def far_retry(ctx) -> str:
+    if mark(f"far-{ctx.run_id}") == 1:
+        raise ConnectionError("the first try fails")
+    return "second try"
+
+
+@task
+def after_far(value: str, ctx) -> str:
+    mark(f"after-far-{ctx.run_id}")
+    return value
+
+
+with DAG("t_retry_far"):  # a retry 10 s out: past a small BEATFLOW_MAX_COUNTDOWN_SECONDS
+    after_far(far_retry())
