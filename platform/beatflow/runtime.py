@@ -59,6 +59,10 @@ class Runtime:
         self._store: Store | None = None
         self._leases: Leases | None = None
         self._lock = threading.RLock()
+        # a worker sets this (worker/reload.py): a DAG not loaded here is looked for in a new
+        # version of the dags folder before it is reported missing, on every path (a task's
+        # message, the beat's fire, the reconciler's dispatch)
+        self.find_new_dags: Callable[[], object] | None = None
 
     @property
     def dagbag(self) -> DagBag:
@@ -74,6 +78,10 @@ class Runtime:
             return self._dagbag
 
     def dag(self, dag_id: str) -> DAG:
+        """The DAG ``dag_id`` as loaded here; DagNotFoundError if it is not (after a look for
+        new DAG files, where ``find_new_dags`` is set)."""
+        if self.find_new_dags is not None and dag_id not in self.dagbag.dags:
+            self.find_new_dags()
         return self.dagbag.get(dag_id)
 
     @property

@@ -46,6 +46,7 @@ def install(app: Celery, runtime: Runtime, *, load_dags: bool = True) -> None:
         app.conf.worker_consumer = reload.CONSUMER
     if load_dags:
         reload.reload_of(runtime).mark_loaded()  # before the load: a file added meanwhile counts
+        runtime.find_new_dags = reload.reload_of(runtime).refresh  # fires, the reconciler too
         register_dag_tasks(app, runtime.dagbag)
         reload.install_registry(app, runtime)
 
