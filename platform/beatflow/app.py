@@ -26,7 +26,7 @@ from beatflow.logs import configure_logging
 from beatflow.notify import deliver
 from beatflow.observability.flower import configure_if_flower
 from beatflow.runs import fire, reconciler
-from beatflow.runtime import Runtime, attach, runtime_of
+from beatflow.runtime import Runtime, attach
 from beatflow.settings import Settings, mask_url
 from beatflow.store import Store
 from beatflow.worker.log_capture import install_log_capture
@@ -111,6 +111,7 @@ def init_app(
     deliver.register(app)  # beatflow.notify: a notifier's event sent off the task's path
     reconciler.register(app)  # a worker runs the reconciler's thread (HA by a Redis lease)
     plain.install(app, settings, import_now=load_dags)  # BEATFLOW_IMPORTS: plain Celery tasks
+    configure_if_flower(settings)  # `celery -A beatflow|proj flower`: auth on, memory bounded
     global _settings
     _settings = settings
     return app
@@ -129,7 +130,6 @@ def get_app() -> Celery:
             _app = create_app()
             _app.set_current()
             _app.set_default()
-            configure_if_flower(runtime_of(_app).settings)  # `celery -A beatflow flower`: auth on
         return _app
 
 

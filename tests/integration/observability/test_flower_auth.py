@@ -1,8 +1,10 @@
-"""`celery -A beatflow flower` as users start it: basic auth is on from BEATFLOW_FLOWER_* (an
+"""`celery -A beatflow flower` as users start it (and `celery -A proj flower` on a project's own app
+that ran `beatflow.init_app`): basic auth is on from BEATFLOW_FLOWER_* (an
 unauthenticated request gets 401), and with no password at all Flower refuses to start."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -15,10 +17,16 @@ from tests.http_get import http_status
 pytestmark = pytest.mark.slow
 
 FLOWER = [sys.executable, "-m", "celery", "-A", "beatflow", "flower", "--address=127.0.0.1"]
+INITAPP = Path(__file__).parents[1] / "initapp"  # the project `proj` of the existing-app how-to
+APPS = pytest.mark.parametrize("app", ["beatflow", "proj"])
+
+
+def _flower(app: str) -> list[str]:
+    return [sys.executable, "-m", "celery", "-A", app, "flower", "--address=127.0.0.1"]
 
 
 def _env(redis_url: str, tmp_path: Path, **extra: str) -> dict[str, str]:
-    return procs.beatflow_env(
+    env = procs.beatflow_env(
         {
             "BEATFLOW_BROKER_URL": redis_url,
             "BEATFLOW_DATABASE_URL": f"sqlite:///{tmp_path / 'bf.db'}",
@@ -26,6 +34,8 @@ def _env(redis_url: str, tmp_path: Path, **extra: str) -> dict[str, str]:
             **extra,
         }
     )
+    env["PYTHONPATH"] = os.pathsep.join([env["PYTHONPATH"], str(INITAPP)])
+    return env
 
 
 def _wait_up(flower: procs.Proc, base: str) -> None:
@@ -37,7 +47,9 @@ def _wait_up(flower: procs.Proc, base: str) -> None:
     procs.wait_for(up, timeout=60, message="flower to answer /healthcheck")
 
 
+@APPS
 def test_flower_answers_401_without_credentials_and_200_with_the_configured_ones(
+    app: str,
     redis_url: str,
     tmp_path: Path,
 ) -> None:
@@ -46,7 +58,7 @@ def test_flower_answers_401_without_credentials_and_200_with_the_configured_ones
         redis_url, tmp_path, BEATFLOW_FLOWER_USER="ops", BEATFLOW_FLOWER_PASSWORD="s3cret-pw"
     )
     flower = procs.Proc(
-        [*FLOWER, f"--port={port}"], env, tmp_path / "flower.log", name="flower"
+        [*_flower(app), f"--port={port}"], env, tmp_path / "flower.log", name="flower"
     ).start()
     base = f"http://127.0.0.1:{port}"
     try:
@@ -61,13 +73,15 @@ def test_flower_answers_401_without_credentials_and_200_with_the_configured_ones
     assert "s3cret-pw" not in flower.log()
 
 
+@APPS
 def test_flower_without_a_password_refuses_to_start_and_says_why(
+    app: str,
     redis_url: str,
     tmp_path: Path,
 ) -> None:
     port = services.free_port()
     result = subprocess.run(
-        [*FLOWER, f"--port={port}"],
+        [*_flower(app), f"--port={port}"],
         env=_env(redis_url, tmp_path),
         capture_output=True,
         text=True,
