@@ -11,6 +11,7 @@ import shutil
 import subprocess
 import sys
 import tarfile
+from collections.abc import Iterable
 from importlib.metadata import version
 from pathlib import Path
 
@@ -80,7 +81,9 @@ def suite(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return root
 
 
-def run_suite(root: Path, *, beatflow: bool) -> set[str]:
+def run_suite(root: Path, *, beatflow: bool, only: Iterable[str] = ("",)) -> set[str]:
+    """The suite's failing test ids (``only``: these tests alone) with BeatflowScheduler
+    patched in (``beatflow``) or RedBeat's own."""
     conftest = root / "tests" / "conftest.py"
     if beatflow:
         conftest.write_text(CONFTEST)
@@ -103,7 +106,7 @@ def run_suite(root: Path, *, beatflow: bool) -> set[str]:
             str(root),
             "-W",
             "ignore",
-            "tests",
+            *(f"tests/{test}" for test in only),
         ],
         cwd=root,
         capture_output=True,
@@ -111,7 +114,7 @@ def run_suite(root: Path, *, beatflow: bool) -> set[str]:
         timeout=600,
         check=False,
     )
-    assert re.search(r"\d+ passed", done.stdout), done.stdout[-3000:] + done.stderr[-3000:]
+    assert re.search(r"\d+ (passed|failed)", done.stdout), done.stdout[-3000:] + done.stderr[-3000:]
     return set(re.findall(r"^FAILED tests/(\S+)", done.stdout, re.MULTILINE))
 
 
@@ -121,4 +124,10 @@ def test_redbeats_own_suite_passes_against_beatflow_but_for_what_the_election_ch
     ours = run_suite(suite, beatflow=True)
     theirs = run_suite(suite, beatflow=False)  # fails there too: not beatflow's doing
     unexplained = ours - theirs - set(EXPLAINED)
+    if unexplained:
+        # a few of RedBeat's tests compare a score computed at two moments (test_basic_save):
+        # on a loaded machine they fail now and then on either scheduler. What beatflow breaks
+        # fails every time: run those again, three times, against beatflow alone
+        for _ in range(3):
+            unexplained &= run_suite(suite, beatflow=True, only=sorted(unexplained))
     assert not unexplained, f"RedBeat tests failing only against BeatflowScheduler: {unexplained}"
