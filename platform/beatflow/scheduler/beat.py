@@ -19,7 +19,7 @@ from redbeat.schedulers import acquire_distributed_beat_lock, get_redis
 
 from beatflow import connections, keys
 from beatflow.dag.loader import DagBag
-from beatflow.errors import SchedulerError
+from beatflow.errors import SchedulerError, SchemaOutOfDateError
 from beatflow.runs.fire import (
     DISPATCH_TASK,
     FIRE_BATCH_TASK,
@@ -110,6 +110,8 @@ class BeatflowScheduler(PeriodicTasks):
         self._written_epoch = 0
         self.assets = AssetPass(lambda: self.store, self._send_dispatch)
         self._next_assets = 0.0
+        self._schema_checked = False
+        self._next_schema_note = 0.0
 
     @property
     def store(self) -> Store:
@@ -181,6 +183,8 @@ class BeatflowScheduler(PeriodicTasks):
             if self.election.lease() is not None or self.election.gained.wait(self.loop_interval):
                 return 0.0
             return 0.01
+        if not self._schema_ready():
+            return self.loop_interval
         if not self._leading:
             self._leading = True
             self._next_sync = 0.0  # write the entries right after this first fire
@@ -203,6 +207,26 @@ class BeatflowScheduler(PeriodicTasks):
         if wait <= 0:  # due but not fired (a failure, retried later): never spin on it
             wait = self.loop_interval
         return max(0.005, min(self.loop_interval, wait, periodic_wait))
+
+    def _schema_ready(self) -> bool:
+        """Once per process, before the leader writes anything: is the results DB at the code's
+        schema? While it is behind (a migration job not run yet) the leader fires nothing and
+        says why once a minute, one line naming `beatflow db upgrade`, not a traceback per DAG
+        and tick; it goes on by itself once the schema is there. An unreachable database is
+        the tick's to handle (bounded statements, warnings): asked again on the next tick."""
+        if self._schema_checked:
+            return True
+        try:
+            self.store.ensure_ready()  # SQLite, the embedded default, is upgraded here
+        except SchemaOutOfDateError as exc:
+            if time.monotonic() >= self._next_schema_note:
+                self._next_schema_note = time.monotonic() + 60.0
+                log.error("beat %s: %s; waiting for it", self.instance, exc)
+            return False
+        except Exception:  # noqa: BLE001 - not the schema's doing: the tick goes on as ever
+            return True
+        self._schema_checked = True
+        return True
 
     def _run_assets(self, epoch: int, now: Any) -> None:
         """The asset pass (scheduler.assets), at most once a loop interval; a failure is

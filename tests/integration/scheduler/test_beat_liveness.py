@@ -9,6 +9,7 @@ import pytest
 import sqlalchemy as sa
 
 from beatflow.store.engine import create_engine
+from tests import procs
 from tests.integration.scheduler.beatcluster import BeatCluster
 from tests.integration.scheduler.test_beat_replicas import assert_every_tick_once
 
@@ -46,3 +47,23 @@ def test_a_dag_module_that_hangs_at_import_does_not_stop_the_other_dags(
     before = len(cluster.runs("live_import"))
     cluster.wait_runs("live_import", before + 8, timeout=60)
     assert_every_tick_once(cluster, "live_import")
+
+
+def test_a_beat_on_a_database_not_yet_migrated_says_so_once_and_fires_once_it_is(
+    cluster: BeatCluster,
+) -> None:
+    # a deployment whose migration job has not run yet: the beat starts on an empty schema
+    cluster.store.downgrade("base")
+    cluster.write_dag("later_db")
+    beat = cluster.start_beat("a", **FAST)
+    procs.wait_for(
+        lambda: "beatflow db upgrade" in beat.log(),
+        timeout=60,
+        message="the beat to name `beatflow db upgrade`",
+    )
+    assert "Traceback" not in beat.log(), beat.log()[-3000:]
+    cluster.store.upgrade()  # the migration job ends: the same beat, not restarted, goes on
+    cluster.start_worker()
+    cluster.wait_runs("later_db", 2, timeout=60)
+    assert beat.log().count("beatflow db upgrade") == 1, beat.log()[-3000:]
+    assert "Traceback" not in beat.log(), beat.log()[-3000:]
