@@ -41,7 +41,14 @@ def test_a_dag_whose_scheduled_run_cannot_start_gets_failed_runs_and_others_lose
 def test_a_dag_the_worker_has_not_loaded_keeps_its_runs_until_a_worker_knows_it(
     cluster: BeatCluster,
 ) -> None:
-    cluster.start_worker()  # loads an empty dags folder
+    # a worker that cannot know the DAG: its dags folder is another, empty one (a worker picks
+    # up new files of its own folder by itself: tests/integration/dag/test_new_dags_reach_workers)
+    own_folder = cluster.env["BEATFLOW_DAGS_FOLDER"]
+    elsewhere = cluster.tmp / "other-dags"
+    elsewhere.mkdir()
+    cluster.env["BEATFLOW_DAGS_FOLDER"] = str(elsewhere)
+    cluster.start_worker()
+    cluster.env["BEATFLOW_DAGS_FOLDER"] = own_folder
     cluster.write_dag("fire_late")
     cluster.start_beat("a")
     cluster.wait_runs("fire_late", 3)
@@ -49,7 +56,7 @@ def test_a_dag_the_worker_has_not_loaded_keeps_its_runs_until_a_worker_knows_it(
     assert all(r.state == DagRunState.QUEUED for r in first), first
     assert cluster.worker is not None
     cluster.worker.stop()
-    cluster.start_worker()  # a restarted worker loads the DAG; the queued runs are dispatched
+    cluster.start_worker()  # a worker that loads the DAG; the queued runs are dispatched
     wait_for(
         lambda: all(
             cluster.store.get_dag_run("fire_late", r.run_id).state == DagRunState.SUCCESS  # type: ignore[union-attr]
