@@ -217,8 +217,12 @@ def test_a_busy_minute_is_created_in_one_transaction_per_chunk_and_every_waterma
     assert watermarks(redis_url) == dict.fromkeys(dags, TICKS[-1].isoformat())
     assert all(score > NOW.timestamp() for score in due_at(redis_url).values())
     # one commit per chunk (four); besides, the store's first connection (SQLAlchemy's set-up of
-    # the dialect) and the read of the paused DAGs (autocommit) commit one each
-    assert after - before - background == 4 + 2, (before, after, background)
+    # the dialect) and the read of the paused DAGs (autocommit) commit one each. An autovacuum
+    # worker's visit that finds nothing to do is no vacuum run but still a transaction or two
+    # of the database (it reads the catalogs): up to two are allowed for; a commit per run or
+    # per DAG (1,800 or 600) is far outside that
+    beats = after - before - background
+    assert 4 + 2 <= beats <= 4 + 2 + 2, (before, after, background)
 
 
 def test_one_dags_bad_fire_in_a_chunk_costs_the_other_dags_nothing(
