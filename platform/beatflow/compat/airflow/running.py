@@ -195,6 +195,14 @@ def render(content: Any, context: Mapping[str, Any]) -> Any:
     return map_leaves(content, one)
 
 
+def call_python(op: Any, context: Mapping[str, Any]) -> Any:
+    """A PythonOperator's or PythonSensor's callable with its ``op_args``, ``op_kwargs`` and
+    ``templates_dict`` (put in the context, as Airflow does)."""
+    if op.templates_dict is not None:
+        context = {**context, "templates_dict": op.templates_dict}
+    return call(op.python_callable, op.op_args, op.op_kwargs, context)
+
+
 def call(
     fn: Callable[..., Any],
     args: Sequence[Any],

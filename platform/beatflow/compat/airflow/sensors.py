@@ -115,9 +115,7 @@ class PythonSensor(BaseSensorOperator):
         self.templates_dict = templates_dict
 
     def poke(self, context: Mapping[str, Any]) -> Any:
-        if self.templates_dict is not None:
-            context = {**context, "templates_dict": self.templates_dict}
-        return running.call(self.python_callable, self.op_args, self.op_kwargs, context)
+        return running.call_python(self, context)
 
 
 class DecoratedSensorOperator(PythonSensor):

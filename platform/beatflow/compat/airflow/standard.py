@@ -44,9 +44,7 @@ class PythonOperator(BaseOperator):
         self.templates_dict = templates_dict
 
     def execute(self, context: Mapping[str, Any]) -> Any:
-        if self.templates_dict is not None:
-            context = {**context, "templates_dict": self.templates_dict}
-        return running.call(self.python_callable, self.op_args, self.op_kwargs, context)
+        return running.call_python(self, context)
 
 
 class BranchPythonOperator(PythonOperator):
