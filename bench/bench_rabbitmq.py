@@ -15,7 +15,10 @@ print medians with the ratio beatflow / raw; the throughput rows print tasks per
 side and raw / beatflow (the issue's bar: within 1.5x). A third side, raw + 2 commits (the
 durable floor: ``raw.durable`` of bench/raw_app.py, the same no-op plus a claim and a finish
 committed through bare psycopg), runs in the same raw worker and says what durability alone costs
-on the node; ``--no-durable`` leaves it out.
+on the node; ``--no-durable`` leaves it out. The throughput rows have a fourth side, the
+*recorded floor*: the durable floor plus the one write more that any design recording its runs
+makes, the run's own row, inserted and committed by the client before each send (``RunRows``), so
+that a one-task run there commits three times, as a one-task DAG run of beatflow's does.
 """
 
 from __future__ import annotations
@@ -30,9 +33,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import psycopg
 import redis
+from celery import chain
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT / "platform"), str(ROOT), str(ROOT / "bench")]
@@ -67,9 +72,54 @@ class Row:
     raw_times: list[float] = field(default_factory=list)
     bf_times: list[float] = field(default_factory=list)
     durable_times: list[float] = field(default_factory=list)
+    recorded: Callable[[], None] | None = None  # the durable floor with a run row per run
+    recorded_times: list[float] = field(default_factory=list)
 
 
-def rows(b: Bench) -> list[Row]:
+@dataclass
+class RunRows:
+    """The recorded floor's run rows: one INSERT committed per run, by the sending client, on a
+    bare autocommit psycopg connection (the least a trigger that records its run writes)."""
+
+    conn: psycopg.Connection[Any]
+    sent: int = 0
+
+    TABLE = (
+        "CREATE TABLE IF NOT EXISTS raw_runs (id text PRIMARY KEY, state text NOT NULL, "
+        "queued_at timestamptz NOT NULL)"
+    )
+
+    def record(self) -> None:
+        self.sent += 1
+        self.conn.execute(
+            "INSERT INTO raw_runs (id, state, queued_at) VALUES (%s, 'queued', now())",
+            (f"{os.getpid()}-{self.sent}",),
+        )
+
+
+def recorded_many(b: Bench, runs: RunRows, n: int) -> None:
+    """``raw_many(n, DURABLE)`` with each run's row written before its send."""
+    task = b.raw.tasks[DURABLE]
+    results = []
+    for _ in range(n):
+        runs.record()
+        results.append(task.apply_async())
+    for r in results:
+        b.raw_wait(r, 600)
+
+
+def recorded_chains(b: Bench, runs: RunRows, n: int, length: int) -> None:
+    """``raw_many_chains(n, length, DURABLE)`` with each chain's run row written before its send."""
+    task = b.raw.tasks[DURABLE]
+    results = []
+    for _ in range(n):
+        runs.record()
+        results.append(chain(*[task.si() for _ in range(length)]).apply_async())
+    for r in results:
+        b.raw_wait(r, 600)
+
+
+def rows(b: Bench, runs: RunRows) -> list[Row]:
     return [
         Row(
             "10-task chain, trigger -> final",
@@ -84,6 +134,7 @@ def rows(b: Bench) -> list[Row]:
             lambda: b.raw_many_chains(200, 5),
             lambda: b.bf_many("b_chain5", 200),
             durable=lambda: b.raw_many_chains(200, 5, DURABLE),
+            recorded=lambda: recorded_chains(b, runs, 200, 5),
             task_runs=1000,
         ),
         Row(
@@ -91,6 +142,7 @@ def rows(b: Bench) -> list[Row]:
             lambda: b.raw_many(500),
             lambda: b.bf_many("b_one", 500),
             durable=lambda: b.raw_many(500, DURABLE),
+            recorded=lambda: recorded_many(b, runs, 500),
             task_runs=500,
         ),
     ]
@@ -100,6 +152,7 @@ def report(done: list[Row]) -> None:
     print("\nRabbitMQ: beatflow vs a stock Celery app on one node (medians; floor = raw + 2c)")
     print(f"{'row':<36} {'raw':>8} {'floor':>8} {'beatflow':>9} {'bf/raw':>7} {'floor/raw':>9} "
           f"{'bf/floor':>8} {'tasks/s raw·floor·bf':>22} {'within 1.5x':>12}")  # fmt: skip
+    recorded = [r for r in done if r.recorded_times]
     for r in done:
         raw, bf = statistics.median(r.raw_times), statistics.median(r.bf_times)
         floor = statistics.median(r.durable_times) if r.durable_times else None
@@ -112,6 +165,13 @@ def report(done: list[Row]) -> None:
             ok = "yes" if bf / raw <= 1.5 else "NO"
             line += f" {' · '.join(f'{x:,.0f}' for x in rates):>22} {ok:>12}"
         print(line, flush=True)
+    if recorded:
+        print("\nthe recorded floor (raw + 2 commits per task run + 1 per run, its run's row):")
+        for r in recorded:
+            raw, floor = statistics.median(r.raw_times), statistics.median(r.recorded_times)
+            bf = statistics.median(r.bf_times)
+            print(f"{r.label:<36} {floor:>7.3f}s {floor / raw:>6.2f}x of raw; beatflow "
+                  f"{bf / floor:.2f}x of it", flush=True)  # fmt: skip
 
 
 def main() -> None:
@@ -174,6 +234,8 @@ def run(args: argparse.Namespace, tmp: Path, amqp: str) -> None:
 
     with psycopg.connect(durable_dsn, autocommit=True) as conn:
         conn.execute(raw_app.DURABLE_TABLE)
+        conn.execute(RunRows.TABLE)
+    runs = RunRows(psycopg.connect(durable_dsn, autocommit=True))
 
     app = create_app(settings)
     worker = procs.celery_worker(
@@ -199,12 +261,14 @@ def run(args: argparse.Namespace, tmp: Path, amqp: str) -> None:
         b.bf_one("b_chain10")
         print(f"machine: {os.cpu_count()} cores, load {os.getloadavg()}", flush=True)
         print(f"started {datetime.now(UTC):%Y-%m-%d %H:%M} UTC; broker RabbitMQ", flush=True)
-        table = rows(b)
+        table = rows(b, runs)
         for rnd in range(args.rounds):
             for row in table:
                 sides = [(row.raw, row.raw_times), (row.beatflow, row.bf_times)]
                 if row.durable is not None and not args.no_durable:
                     sides.insert(1, (row.durable, row.durable_times))
+                    if row.recorded is not None:
+                        sides.insert(2, (row.recorded, row.recorded_times))
                 for sample in range(row.repeat):
                     k = (rnd + sample) % len(sides)
                     for fn, out in sides[k:] + sides[:k]:
@@ -214,6 +278,8 @@ def run(args: argparse.Namespace, tmp: Path, amqp: str) -> None:
                     if row.durable_times
                     else ""
                 )
+                if row.recorded_times:
+                    floor_now += f" recorded {statistics.median(row.recorded_times[-1:]):.3f}s"
                 print(
                     f"round {rnd + 1} {row.label}: raw "
                     f"{statistics.median(row.raw_times[-row.repeat :]):.3f}s{floor_now} beatflow "
