@@ -59,6 +59,15 @@ def run_beatflow(
     )
 
 
+def start_beatflow(env: Mapping[str, str], out: Path, *args: str) -> subprocess.Popen[bytes]:
+    """The `beatflow` command in a child process, left running (``run_beatflow``'s environment):
+    its stdout written to ``out``.stdout and its stderr to ``out``.stderr, to read while it runs."""
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("BEATFLOW_")}
+    clean.update(env)
+    with open(f"{out}.stdout", "wb") as stdout, open(f"{out}.stderr", "wb") as stderr:
+        return subprocess.Popen([BEATFLOW, *args], env=clean, stdout=stdout, stderr=stderr)
+
+
 @dataclass
 class Proc:
     argv: list[str]

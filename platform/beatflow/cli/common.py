@@ -17,6 +17,8 @@ from beatflow.settings import Settings
 if TYPE_CHECKING:
     from celery import Celery
 
+    from beatflow.runs.consumers import QueueCheck
+
 F = TypeVar("F", bound=Callable[..., Any])
 
 # where the root command keeps --app (BEATFLOW_APP) in click's context meta
@@ -167,6 +169,22 @@ def refuse_app(command: str) -> None:
             f"--app (or BEATFLOW_APP); run it without, or run your app with `celery -A`",
             EXIT_USAGE,
         )
+
+
+def say_unconsumed(check: QueueCheck) -> None:
+    """The one line a waiting command prints when no worker consumes its run's queues: on
+    stderr, so stdout stays the command's output (one JSON document with --json)."""
+    ctx = click.get_current_context(silent=True)
+    app_path = (ctx.meta.get(APP_PATH) if ctx is not None else None) or "beatflow"
+    queues = ", ".join(f"'{q}'" for q in check.missing)
+    plural = "s" if len(check.missing) > 1 else ""
+    answered = f"{check.workers} worker{'' if check.workers == 1 else 's'} answered"
+    click.echo(
+        f"no worker consumes queue{plural} {queues} (checked {check.at:%H:%M:%S} UTC, {answered}):"
+        f" the run waits until one does; start one with "
+        f"`celery -A {app_path} worker -Q {','.join(check.missing)}`",
+        err=True,
+    )
 
 
 def runtime_or_exit() -> Runtime:

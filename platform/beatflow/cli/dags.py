@@ -17,6 +17,7 @@ from beatflow.cli.common import (
     parse_conf,
     reason_option,
     runtime_or_exit,
+    say_unconsumed,
 )
 from beatflow.dag.assets import schedule_text
 from beatflow.dag.loader import DagBag, load_dags
@@ -198,7 +199,12 @@ def show(dag_id: str, fmt: str, as_json: bool) -> None:
 @click.argument("dag_id")
 @click.option("--conf", help="JSON object of params for this run, checked against the DAG.")
 @click.option("--run-id", help="Run id (default manual__<now>); the same id twice is one run.")
-@click.option("--wait", is_flag=True, help="Follow the run; exit 0 only if it succeeds.")
+@click.option(
+    "--wait",
+    is_flag=True,
+    help="Follow the run; exit 0 only if it succeeds. Says so on stderr when no worker consumes "
+    "the run's queues.",
+)
 @click.option(
     "--timeout",
     type=float,
@@ -275,6 +281,7 @@ def trigger(
             run_id=run_id,
             on_triggered=show_triggered,
             on_task_change=show_change,
+            on_unconsumed=say_unconsumed,
             timeout=timeout,
             actor=actor,
             reason=reason,

@@ -11,6 +11,7 @@ from beatflow.cli.common import (
     json_option,
     reason_option,
     runtime_or_exit,
+    say_unconsumed,
 )
 from beatflow.records_json import dead_letter_json
 from beatflow.runs.controls import purge_dead_letters
@@ -62,7 +63,12 @@ def show(letter_id: int, as_json: bool) -> None:
 
 @dlq.command()
 @click.argument("letter_id", type=int)
-@click.option("--wait", is_flag=True, help="Follow the replayed run; exit 0 only on success.")
+@click.option(
+    "--wait",
+    is_flag=True,
+    help="Follow the replayed run; exit 0 only on success. Says so on stderr when no worker "
+    "consumes the run's queues.",
+)
 @click.option("--timeout", type=float, default=3600.0, show_default=True)
 @json_option
 @reason_option
@@ -83,7 +89,9 @@ def replay(
     if not as_json:
         click.echo(f"replaying dead letter {letter_id} in run {run.dag_id}/{run.run_id}")
     if wait:
-        final = follow_run(runtime, run.dag_id, run.run_id, timeout=timeout)
+        final = follow_run(
+            runtime, run.dag_id, run.run_id, on_unconsumed=say_unconsumed, timeout=timeout
+        )
         out["state"] = final.state
         if as_json:
             echo_json(out)

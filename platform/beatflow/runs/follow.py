@@ -14,6 +14,7 @@ import redis
 
 from beatflow.errors import RunNotFoundError, StoreError, StoreUnavailableError
 from beatflow.execution import announce
+from beatflow.runs.consumers import QueueCheck, QueueWatch
 from beatflow.runtime import Runtime
 from beatflow.states import DAG_RUN_FINAL
 
@@ -133,12 +134,15 @@ def follow_run(
     run_id: str,
     *,
     on_task_change: Callable[[TaskRunRecord], None] | None = None,
+    on_unconsumed: Callable[[QueueCheck], None] | None = None,
     timeout: float = 3600.0,
     poll: float = FALLBACK_POLL,
 ) -> DagRunRecord:
     """Watch a DAG run until it finishes; call ``on_task_change`` on every task state change.
     Reads the results DB when the run announces a change, and every ``poll`` seconds anyway;
     the run's announced end (the run as it ended) is returned as it came, without a read.
+    ``on_unconsumed``: called (once at most) when, a few seconds in, no task of the run runs
+    and no worker consumes one of its queues (``runs.consumers``); the wait goes on.
 
     Raises RunNotFoundError for an unknown run, TimeoutError if it has not finished after
     ``timeout`` seconds.
@@ -146,7 +150,12 @@ def follow_run(
     wakeups = listen(runtime, dag_id, run_id, tasks=on_task_change is not None)
     try:
         return follow_listening(
-            runtime, wakeups, on_task_change=on_task_change, timeout=timeout, poll=poll
+            runtime,
+            wakeups,
+            on_task_change=on_task_change,
+            on_unconsumed=on_unconsumed,
+            timeout=timeout,
+            poll=poll,
         )
     finally:
         wakeups.close()
@@ -164,6 +173,7 @@ def follow_listening(
     *,
     known: DagRunRecord | None = None,
     on_task_change: Callable[[TaskRunRecord], None] | None = None,
+    on_unconsumed: Callable[[QueueCheck], None] | None = None,
     timeout: float = 3600.0,
     poll: float = FALLBACK_POLL,
 ) -> DagRunRecord:
@@ -174,6 +184,7 @@ def follow_listening(
     dag_id, run_id = wakeups.dag_id, wakeups.run_id
     deadline = time.monotonic() + timeout
     seen: dict[str, tuple[str, int]] = {}
+    watch = QueueWatch(runtime, dag_id, run_id, on_unconsumed)
     if on_task_change is not None:
         # only the run's end is announced (a publish per task run would tax every task): task
         # changes are read at this pace
@@ -211,7 +222,8 @@ def follow_listening(
             _report_changes(tasks, seen, on_task_change)
         if run.state in DAG_RUN_FINAL:
             return run
+        watch.look(tasks if on_task_change is not None else None)
         left = deadline - time.monotonic()
         if left <= 0:
             raise TimeoutError(f"DAG run {dag_id}/{run_id} still {run.state} after {timeout}s")
-        wakeups.wait(min(poll, left))
+        wakeups.wait(min(poll, left, watch.due_in()))

@@ -21,6 +21,7 @@ from beatflow.store.records import AuditNote, ScheduledRunDraft
 
 if TYPE_CHECKING:
     from beatflow.dag.model import DAG
+    from beatflow.runs.consumers import QueueCheck
     from beatflow.store import DagRunRecord, TaskRunRecord
 
 log = logging.getLogger(__name__)
@@ -151,6 +152,7 @@ def trigger_and_follow(
     run_id: str | None = None,
     on_triggered: Callable[[DagRunRecord], None] | None = None,
     on_task_change: Callable[[TaskRunRecord], None] | None = None,
+    on_unconsumed: Callable[[QueueCheck], None] | None = None,
     timeout: float = 3600.0,
     poll: float = FALLBACK_POLL,
     actor: str | None = None,
@@ -185,6 +187,7 @@ def trigger_and_follow(
             wakeups,
             known=record,
             on_task_change=on_task_change,
+            on_unconsumed=on_unconsumed,
             timeout=timeout,
             poll=poll,
         )
