@@ -1,5 +1,5 @@
 """`beatflow db`: bring the results database schema up to date, show its revision, prune old
-runs."""
+runs and consumed asset events."""
 
 from __future__ import annotations
 
@@ -11,7 +11,14 @@ from typing import Any
 
 import click
 
-from beatflow.cli.common import actor_option, echo_json, json_option, load_settings, reason_option
+from beatflow.cli.common import (
+    actor_option,
+    echo_json,
+    json_option,
+    load_settings,
+    reason_option,
+    runtime_or_exit,
+)
 from beatflow.settings import mask_url
 from beatflow.store import Store
 from beatflow.store.records import AuditNote
@@ -93,31 +100,56 @@ def current(as_json: bool) -> None:
     "older_than",
     type=Age(),
     required=True,
-    help="Delete finished DAG runs that ended longer ago than this: 30d, 12h or 90m.",
+    help="Delete finished DAG runs that ended, and consumed asset events created, longer ago "
+    "than this: 30d, 12h or 90m.",
 )
 @click.option(
     "--batch-size",
     type=click.IntRange(min=1),
     default=500,
     show_default=True,
-    help="DAG runs deleted per transaction.",
+    help="DAG runs (then asset events) deleted per transaction.",
 )
 @reason_option
 @actor_option
 @json_option
 def prune(older_than: timedelta, batch_size: int, reason: str, actor: str, as_json: bool) -> None:
-    """Delete finished DAG runs (with their task runs and dead letters) older than an age."""
+    """Delete finished DAG runs (with their task runs and dead letters) older than an age, and
+    the asset events that old which every DAG scheduled on their asset has consumed."""
+    from beatflow.runs.assets import asset_consumers
+
+    age = _show(older_than)
     with _store() as store:
         store.check_schema()
-        detail = {"older_than": _show(older_than), "reason": reason}
-        note = AuditNote(actor, "prune", detail)
-        deleted = store.prune(older_than, batch_size=batch_size, audit=note)
-        if as_json:
-            echo_json({"deleted": deleted, "older_than": _show(older_than)})
-            return
-        click.echo(
-            f"deleted {deleted} finished DAG run(s) that ended more than {_show(older_than)} ago"
+        bag = runtime_or_exit().dagbag
+        detail: dict[str, Any] = {"older_than": age, "reason": reason}
+        kept = None
+        if bag.errors:  # a DAG that did not load may be waiting for events: keep them all
+            kept = (
+                f"the dags folder has {len(bag.errors)} load error(s) (see `beatflow dags "
+                "list`), and a DAG that did not load may consume them"
+            )
+            detail["asset_events_kept"] = kept
+        runs = store.prune(
+            older_than,
+            batch_size=batch_size,
+            audit=AuditNote(actor, "prune", detail) if kept else None,
         )
+        events = None
+        if kept is None:
+            note = AuditNote(actor, "prune", {**detail, "deleted": runs})
+            events = store.prune_asset_events(
+                older_than, asset_consumers(bag), batch_size=batch_size, audit=note
+            )
+        if as_json:
+            echo_json({"deleted": runs, "older_than": age, "asset_events_deleted": events,
+                       "asset_events_kept": kept})  # fmt: skip
+            return
+        click.echo(f"deleted {runs} finished DAG run(s) that ended more than {age} ago")
+        if kept is None:
+            click.echo(f"deleted {events} consumed asset event(s) created more than {age} ago")
+        else:
+            click.echo(f"kept every asset event: {kept}", err=True)
 
 
 def _show(age: timedelta) -> str:

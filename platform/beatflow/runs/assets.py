@@ -57,6 +57,12 @@ def lineage(bag: DagBag) -> dict[str, dict[str, list[str]]]:
     return out
 
 
+def asset_consumers(bag: DagBag) -> dict[str, list[str]]:
+    """asset -> the DAGs scheduled on it (what ``db prune`` waits for before it deletes an
+    event of the asset)."""
+    return {name: links["consumers"] for name, links in lineage(bag).items()}
+
+
 def assets_overview(runtime: Runtime, *, events: int = 5) -> list[dict[str, Any]]:
     """Every asset the DAGs name or the DB has events of: producers, consumers, event count
     and the ``events`` newest events (with the runs that consumed each)."""

@@ -1,6 +1,7 @@
-"""The assets' tables (data-aware scheduling, migration 0025), beside ``models.py`` (which keeps
-the rest of the schema under the store's module size): they are on the same ``Base.metadata``
-once this module is imported, as ``store/assets.py`` and the migrations' environment do."""
+"""The assets' tables (data-aware scheduling, migrations 0025 and 0026), beside ``models.py``
+(which keeps the rest of the schema under the store's module size): they are on the same
+``Base.metadata`` once this module is imported, as ``store/assets.py`` and the migrations'
+environment do."""
 
 from __future__ import annotations
 
@@ -47,5 +48,28 @@ class AssetConsumption(Base):
     consumed_at: Mapped[datetime]
 
 
+class AssetEventTotal(Base):
+    """The asset events of an asset and source ("task" or "external") that prune deleted
+    (migration 0026): the exporter's counter is this plus the rows left."""
+
+    __tablename__ = "asset_event_totals"
+
+    asset: Mapped[str] = mapped_column(sa.String(250), primary_key=True)
+    source: Mapped[str] = mapped_column(sa.String(20), primary_key=True)
+    events: Mapped[int] = mapped_column(sa.BigInteger)
+
+
+class AssetRunTotal(Base):
+    """The asset-triggered runs of a DAG whose last consumption prune deleted (migration
+    0026): the exporter's counter is this plus the runs the consumptions left still name."""
+
+    __tablename__ = "asset_run_totals"
+
+    dag_id: Mapped[str] = mapped_column(sa.String(250), primary_key=True)
+    runs: Mapped[int] = mapped_column(sa.BigInteger)
+
+
 asset_events: sa.Table = AssetEvent.__table__  # type: ignore[assignment]
 asset_consumptions: sa.Table = AssetConsumption.__table__  # type: ignore[assignment]
+asset_event_totals: sa.Table = AssetEventTotal.__table__  # type: ignore[assignment]
+asset_run_totals: sa.Table = AssetRunTotal.__table__  # type: ignore[assignment]

@@ -18,6 +18,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from beatflow.store.asset_models import asset_consumptions, asset_events
+from beatflow.store.asset_retention import event_source
 from beatflow.store.audit import audit_insert
 from beatflow.store.base import StoreBase
 from beatflow.store.beat_terms import raise_fence
@@ -45,7 +46,7 @@ class AssetEventRecord:
         return {
             "id": self.id,
             "asset": self.asset,
-            "source": "task" if self.source_key.startswith("task:") else "external",
+            "source": event_source(self.source_key),
             "dag_id": self.dag_id,
             "run_id": self.run_id,
             "task_id": self.task_id,
@@ -242,19 +243,3 @@ class AssetsMixin(StoreBase):
             for event_id, dag_id, run_id in conn.execute(query).all():
                 out.setdefault(int(event_id), []).append((dag_id, run_id))
         return out
-
-    def asset_event_totals(self) -> dict[tuple[str, str], int]:
-        """Per (asset, source) the events recorded: source "task" (a producing task run's
-        success) or "external" (an emit), as ``AssetEventRecord.to_json`` names them."""
-        e = asset_events.c
-        source = sa.case((e.source_key.like("task:%"), "task"), else_="external").label("source")
-        query = sa.select(e.asset, source, sa.func.count()).group_by(e.asset, source)
-        with self._read("counting asset events by source") as conn:
-            return {(a, str(s)): int(n) for a, s, n in conn.execute(query).all()}
-
-    def asset_triggered_run_totals(self) -> dict[str, int]:
-        """Per DAG the runs asset events created (their consumptions are never pruned)."""
-        c = asset_consumptions.c
-        query = sa.select(c.dag_id, sa.func.count(sa.distinct(c.run_id))).group_by(c.dag_id)
-        with self._read("counting asset-triggered runs") as conn:
-            return {d: int(n) for d, n in conn.execute(query).all()}

@@ -8,6 +8,7 @@ from __future__ import annotations
 from beatflow.errors import SchemaOutOfDateError, StoreError
 from beatflow.settings import mask_url
 from beatflow.store import schema
+from beatflow.store.asset_retention import AssetRetentionMixin
 from beatflow.store.assets import AssetsMixin
 from beatflow.store.audit import AuditMixin
 from beatflow.store.backfills import BackfillsMixin
@@ -47,6 +48,7 @@ class Store(
     FanInsMixin,
     NotificationsMixin,
     AssetsMixin,
+    AssetRetentionMixin,
     SensorPokesMixin,
     PoolsMixin,
     BackfillsMixin,

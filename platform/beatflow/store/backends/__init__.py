@@ -76,6 +76,11 @@ class Backend(ABC):
         """Make processes that migrate the same database take turns (in ``conn``'s
         transaction, released at its end)."""
 
+    @abstractmethod
+    def take_turns(self, conn: sa.Connection, key: int) -> None:
+        """Make the write transactions that call this with ``key`` run one at a time (from
+        here in ``conn``'s transaction to its end)."""
+
     # ------------------------------------------------------------------ operations
 
     @abstractmethod

@@ -62,6 +62,9 @@ class Postgres(Backend):
     def lock_migrations(self, conn: sa.Connection) -> None:
         conn.execute(sa.select(sa.func.pg_advisory_xact_lock(MIGRATION_LOCK)))
 
+    def take_turns(self, conn: sa.Connection, key: int) -> None:
+        conn.execute(sa.select(sa.func.pg_advisory_xact_lock(key)))
+
     def latest_runs(
         self, conn: sa.Connection, dag_ids: Sequence[str], per_dag: int, columns: Sequence[Any]
     ) -> list[Any]:

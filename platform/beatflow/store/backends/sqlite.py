@@ -64,6 +64,9 @@ class Sqlite(Backend):
     def lock_migrations(self, conn: sa.Connection) -> None:
         pass  # migrations run in a BEGIN IMMEDIATE transaction: the write lock
 
+    def take_turns(self, conn: sa.Connection, key: int) -> None:
+        pass  # every write is a BEGIN IMMEDIATE transaction: they take turns already
+
     def latest_runs(
         self, conn: sa.Connection, dag_ids: Sequence[str], per_dag: int, columns: Sequence[Any]
     ) -> list[Any]:
