@@ -107,13 +107,18 @@ def test_scheduling_and_extras_reach_every_long_running_pod() -> None:
     assert "nodeAffinity" in beat
 
 
-def test_the_prune_cronjob_deletes_runs_past_the_retention_one_at_a_time() -> None:
+def test_the_prune_cronjob_deletes_runs_and_asset_events_past_the_retention_one_at_a_time() -> None:
     r = render(PROD)
     (cron,) = r.of_kind("CronJob")
     assert cron["spec"]["schedule"] == "30 2 * * *"
     assert cron["spec"]["concurrencyPolicy"] == "Forbid"
-    (c,) = list(containers(cron))
+    (c,) = [c for c in containers(cron) if c["name"] == "prune"]
     assert command_line(c)[:5] == ["beatflow", "db", "prune", "--older-than", "14d"]
+    # it reads the dags folder (which DAGs consume each asset) as the beat does: git-synced
+    spec = pod_spec(cron) or {}
+    (init,) = spec["initContainers"]
+    assert init["name"] == "git-sync"
+    assert {m["mountPath"]: m for m in c["volumeMounts"]}["/git"]["readOnly"] is True
     assert not render("helm:default").of_kind("CronJob"), "prune is opt-in"
 
 
