@@ -78,6 +78,8 @@ def test_prune_deletes_old_consumed_events_and_keeps_unconsumed_ones(store: Stor
     assert store.prune_asset_events(NOW, consumers, batch_size=1) == 1
     assert left(store) == {waiting, newest}
     assert nobody not in left(store)
+    assert store.prune_asset_events(NOW, {}) == 1  # no DAG consumes clicks any more
+    assert left(store) == {newest}
 
 
 def test_an_asset_dag_still_fires_after_a_prune_between_its_event_and_the_trigger_check(
