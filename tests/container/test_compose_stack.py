@@ -1,8 +1,12 @@
 """docker-compose.yml's own stack in containers, Redis and PostgreSQL included: podman-compose on
 Podman's bridge network, with deploy/compose/debian-services.yml supplying Redis and PostgreSQL
 images built from Debian's packages (Docker Hub's cannot be pulled here). Prometheus and Grafana
-are left out (their images need a registry). The same checks as the image test, reached the way
-a user of the stack reaches them: published ports, `podman exec`, `podman-compose run`."""
+are left out (their images need a registry). The stack is brought up once for the module; its
+tests make the image test's checks, reached the way a user of the stack reaches them: published
+ports, `podman exec`, `podman-compose run`: health checks, uid 10001 on a read-only root,
+Flower's and the web UI's logins (their secrets not on a command line), /metrics, a DAG to
+success, and a beat failover. deploy/compose/host-services.yml (beatflow's services against
+the host's Redis and PostgreSQL) is resolved by tests/deploy/test_compose.py."""
 
 from __future__ import annotations
 
@@ -24,12 +28,18 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(1200)]
 BACKING = ("redis", "postgres")
 APP = ("worker", "beat-1", "beat-2", "flower", "web", "exporter")
 FLOWER_AUTH = ("ops", f"flower-{uuid.uuid4().hex[:8]}")
+WEB_PASSWORD = f"web-{uuid.uuid4().hex}"
+# the port each service listens on in its container, published on the host's loopback (in
+# place of docker-compose.yml's published ports; the exporter's is only exposed there)
+PUBLISHED = {"flower": 5555, "web": 8080, "exporter": 9808}
 
 
 @dataclass
 class Stack(podman.Compose):
-    flower_port: int
-    web_port: int
+    ports: dict[str, int]  # service -> its published port on 127.0.0.1
+
+    def url(self, service: str, path: str) -> str:
+        return f"http://127.0.0.1:{self.ports[service]}{path}"
 
     def cli_json(self, *argv: str) -> object:
         done = self.container("worker").exec("beatflow", *argv, "--json")
@@ -37,14 +47,14 @@ class Stack(podman.Compose):
         return json.loads(done.stdout)
 
 
-def _override(dags: Path, flower_port: int, web_port: int) -> str:
+def _override(dags: Path, ports: dict[str, int]) -> str:
     lines = ["services:"]
     for name in ("migrate", *APP):
         lines += [f"  {name}:", "    volumes:", f"      - {dags}:/app/dags:ro"]
-        if name == "flower":
-            lines.append(f'    ports: !override ["127.0.0.1:{flower_port}:5555"]')
-        if name == "web":
-            lines.append(f'    ports: !override ["127.0.0.1:{web_port}:8080"]')
+        if name in ports:
+            published = f'["127.0.0.1:{ports[name]}:{PUBLISHED[name]}"]'
+            tag = "" if name == "exporter" else "!override "  # podman-compose needs one to replace
+            lines.append(f"    ports: {tag}{published}")
     return "\n".join(lines) + "\n"
 
 
@@ -52,9 +62,9 @@ def _override(dags: Path, flower_port: int, web_port: int) -> str:
 def stack(image: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     tmp = tmp_path_factory.mktemp("stack")
     dags = podman.dags_folder(tmp)
-    flower_port, web_port = services.free_port(), services.free_port()
+    ports = {name: services.free_port() for name in PUBLISHED}
     override = tmp / "ports-and-dags.yml"
-    override.write_text(_override(dags, flower_port, web_port))
+    override.write_text(_override(dags, ports))
     env = {
         **{k: v for k, v in os.environ.items() if not k.startswith("BEATFLOW_")},
         "BEATFLOW_IMAGE": image,
@@ -63,7 +73,7 @@ def stack(image: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stac
         "GRAFANA_ADMIN_PASSWORD": "unused",
         "BEATFLOW_FLOWER_USER": FLOWER_AUTH[0],
         "BEATFLOW_FLOWER_PASSWORD": FLOWER_AUTH[1],
-        "BEATFLOW_WEB_PASSWORD": uuid.uuid4().hex,
+        "BEATFLOW_WEB_PASSWORD": WEB_PASSWORD,
         "BEATFLOW_WEB_SECRET_KEY": uuid.uuid4().hex * 2,
     }
     files = [
@@ -71,7 +81,7 @@ def stack(image: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stac
         str(procs.ROOT / "deploy" / "compose" / "debian-services.yml"),
         str(override),
     ]
-    up = Stack(f"bfs{uuid.uuid4().hex[:6]}", env, files, flower_port, web_port)
+    up = Stack(f"bfs{uuid.uuid4().hex[:6]}", env, files, ports)
     plain = podman.Stack("", {})
     try:
         started = up.compose("up", "-d", *BACKING)
@@ -98,27 +108,35 @@ def test_beatflow_services_run_as_uid_10001_on_a_read_only_root(stack: Stack) ->
         container = stack.container(service)
         assert container.exec("id", "-u").stdout.strip() == "10001", service
         assert container.inspect("{{.HostConfig.ReadonlyRootfs}}") == "true", service
+        assert container.exec("touch", "/app/x").returncode != 0, service
 
 
-def test_flower_and_web_answer_on_their_published_ports_behind_their_logins(
-    stack: Stack,
-) -> None:
-    flower = f"http://127.0.0.1:{stack.flower_port}"
-    procs.wait_for(lambda: podman.http_get(f"{flower}/healthcheck")[0] == 200, timeout=120)
-    assert podman.http_get(f"{flower}/api/workers")[0] == 401
-    assert podman.http_get(f"{flower}/api/workers", FLOWER_AUTH)[0] == 200
-    web = f"http://127.0.0.1:{stack.web_port}"
-    procs.wait_for(lambda: podman.http_get(f"{web}/healthz")[0] == 200, timeout=120)
-    assert podman.http_get(f"{web}/api/v1/dags")[0] == 401
+def test_flower_wants_credentials_that_are_not_on_its_command_line(stack: Stack) -> None:
+    procs.wait_for(lambda: podman.http_get(stack.url("flower", "/healthcheck"))[0] == 200, 120)
+    assert podman.http_get(stack.url("flower", "/api/workers"))[0] == 401
+    assert podman.http_get(stack.url("flower", "/api/workers"), FLOWER_AUTH)[0] == 200
+    argv = stack.container("flower").exec("cat", "/proc/1/cmdline").stdout
+    assert FLOWER_AUTH[1] not in argv
 
 
-def test_the_exporter_serves_metrics_inside_the_stack(stack: Stack) -> None:
+def test_the_web_ui_answers_healthz_openly_and_nothing_else(stack: Stack) -> None:
+    procs.wait_for(lambda: podman.http_get(stack.url("web", "/healthz"))[0] == 200, timeout=120)
+    assert podman.http_get(stack.url("web", "/healthz"))[1].strip() == b'{"status":"ok"}'
+    assert podman.http_get(stack.url("web", "/api/v1/dags"))[0] == 401
+    argv = stack.container("web").exec("cat", "/proc/1/cmdline").stdout
+    assert WEB_PASSWORD not in argv
+
+
+def test_the_exporter_serves_metrics_inside_the_stack_and_on_its_port(stack: Stack) -> None:
     done = stack.container("exporter").exec(
         "python3", "-c",
         "import urllib.request as u; print(u.urlopen('http://127.0.0.1:9808/metrics').read().decode())",
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert "celery_" in done.stdout and "beatflow_" in done.stdout
+    url = stack.url("exporter", "/metrics")
+    procs.wait_for(lambda: podman.http_get(url)[0] == 200, timeout=120)
+    assert b"celery_" in podman.http_get(url)[1]
 
 
 def test_a_dag_runs_to_success_through_the_stack(stack: Stack) -> None:
@@ -137,6 +155,7 @@ def test_killing_the_beat_leader_lets_the_standby_fire(stack: Stack) -> None:
         return None if status["leader"] is None else str(status["leader"]["instance"])
 
     first = str(procs.wait_for(leader, timeout=120, interval=1.0, message="a beat leader"))
+    assert first in ("beat-1", "beat-2")
     stack.container(first).kill()
     killed_at = datetime.now(UTC)
     standby = "beat-2" if first == "beat-1" else "beat-1"

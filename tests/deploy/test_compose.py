@@ -285,3 +285,43 @@ def test_grafana_is_provisioned_from_the_repository_files_and_asks_for_a_passwor
     assert int(grafana["user"].split(":")[0]) != 0
     assert grafana["cap_drop"] == ["ALL"]
     assert "no-new-privileges:true" in grafana["security_opt"]
+
+
+def test_host_services_puts_beatflow_on_the_hosts_network_and_services(tmp_path: Path) -> None:
+    """deploy/compose/host-services.yml as podman-compose resolves it (offline, --dry-run): every
+    beatflow service on the host's network, without the compose Redis and PostgreSQL to wait for,
+    on the URLs and ports it is given, with rlimits Podman can set. tests/container runs the
+    whole stack (debian-services.yml) in containers."""
+    exe = str(Path(sys.executable).with_name("podman-compose"))
+    env = {
+        **{k: v for k, v in os.environ.items() if k not in SECRETS and "BEATFLOW_" not in k},
+        **SECRETS,
+        "BEATFLOW_BROKER_URL": "redis://127.0.0.1:6379/3",
+        "BEATFLOW_DATABASE_URL": "postgresql+psycopg://postgres@127.0.0.1:5432/bf",
+        "FLOWER_PORT": "15555",
+        "WEB_PORT": "18080",
+        "METRICS_PORT": "19808",
+    }
+    argv = [exe, "--dry-run", "-f", str(COMPOSE)]
+    argv += ["-f", str(ROOT / "deploy" / "compose" / "host-services.yml"), "config"]
+    proc = subprocess.run(
+        argv, capture_output=True, text=True, timeout=60, env=env, cwd=tmp_path, check=False
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+    class Loader(yaml.SafeLoader):
+        """The resolved file still shows the x- anchors' !reset tags: read them as plain."""
+
+    Loader.add_multi_constructor("!", lambda loader, suffix, node: None)
+    services = yaml.load(proc.stdout, Loader=Loader)["services"]  # a SafeLoader
+    for name in BEATFLOW_SERVICES:
+        svc = services[name]
+        assert svc["network_mode"] == "host", name
+        assert not svc.get("depends_on"), name
+        assert svc["ulimits"]["nofile"] == {"soft": 1024, "hard": 1024}, name
+        assert svc["environment"]["BEATFLOW_BROKER_URL"] == env["BEATFLOW_BROKER_URL"], name
+        assert svc["environment"]["BEATFLOW_DATABASE_URL"] == env["BEATFLOW_DATABASE_URL"], name
+    assert services["web"]["environment"]["BEATFLOW_WEB_PORT"] == "18080"
+    assert services["web"]["command"][-2:] == ["--port", "18080"]
+    assert "--port=15555" in services["flower"]["command"]
+    assert services["exporter"]["environment"]["BEATFLOW_METRICS_PORT"] == "19808"
