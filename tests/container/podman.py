@@ -78,9 +78,12 @@ def run(
     return done
 
 
-def build_image() -> tuple[str, float]:
-    """Build the image with deploy/image.sh; return its tag and how long the build took."""
+def build_image(run: str | None = None) -> tuple[str, float] | None:
+    """Build the image with deploy/image.sh; return its tag and how long the build took. With
+    ``run`` (the xdist run's id): None, without building, when another process of the run has
+    built it already (deploy/image.sh would take its cached ~35 s again)."""
     started = time.monotonic()
+    built = services.STATE_DIR / f"image-built-{run}"
     env = {
         **os.environ,
         "BEATFLOW_IMAGE": IMAGE,
@@ -88,6 +91,8 @@ def build_image() -> tuple[str, float]:
         "PYTHON": str(procs.ROOT / ".venv" / "bin" / "python"),
     }
     with services.source_build_lock():  # its wheel is built from the source tree
+        if run is not None and built.exists():
+            return None
         done = subprocess.run(
             ["bash", str(procs.ROOT / "deploy" / "image.sh")],
             env=env,
@@ -95,8 +100,12 @@ def build_image() -> tuple[str, float]:
             text=True,
             timeout=1500,
         )
-    if done.returncode != 0:
-        raise AssertionError(f"deploy/image.sh failed:\n{done.stderr[-5000:]}")
+        if done.returncode != 0:
+            raise AssertionError(f"deploy/image.sh failed:\n{done.stderr[-5000:]}")
+        if run is not None:
+            for old in services.STATE_DIR.glob("image-built-*"):  # earlier runs'
+                old.unlink(missing_ok=True)
+            built.write_text(IMAGE)
     return IMAGE, time.monotonic() - started
 
 
