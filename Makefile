@@ -24,8 +24,9 @@ PYTEST_ARGS ?=
 # pytest-xdist processes for make test (0: one process). Most tests wait on real processes (workers,
 # beats, failovers), so two halve the suite's time on 2 cores. Each test file runs whole in one
 # process (--dist loadfile: a module's stack is built once, and its tests may read what the file's
-# earlier tests left). Redis databases 1..15 are shared out between the processes
-# (tests/services), so more than 7 cannot run against one Redis.
+# earlier tests left), the files in the order tests/conftest.py gives them (--no-loadscope-reorder:
+# the longest files first, so no process runs one alone at the end). Redis databases 1..15 are
+# shared out between the processes (tests/services), so more than 7 cannot run against one Redis.
 PYTEST_WORKERS ?= 2
 SRC := platform tests dags bench deploy
 
@@ -106,7 +107,7 @@ deps-system:
 		|| echo "warning: deploy/tools.sh failed; the deploy tests will say why"; fi
 
 test: install deps-system
-	$(BIN)/pytest -n $(PYTEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
+	$(BIN)/pytest -n $(PYTEST_WORKERS) --dist loadfile --no-loadscope-reorder $(PYTEST_ARGS)
 
 # The newest releases pyproject.toml allows (celery, kombu and celery-redbeat are capped at the
 # minor version beatflow's use of their internals was tested with): upgraded eagerly in their own
@@ -118,7 +119,7 @@ test-newest:
 	$(NEWEST_VENV)/bin/python -m pip install --quiet --upgrade --upgrade-strategy eager -e '.[test]'
 	@$(NEWEST_VENV)/bin/python -m pip list --disable-pip-version-check 2>/dev/null \
 		| grep -i -E '^(celery|kombu|celery-redbeat|redis|sqlalchemy|flower|fastapi) ' || true
-	$(NEWEST_VENV)/bin/pytest -n $(PYTEST_WORKERS) --dist loadfile $(PYTEST_ARGS) $(NEWEST_TESTS)
+	$(NEWEST_VENV)/bin/pytest -n $(PYTEST_WORKERS) --dist loadfile --no-loadscope-reorder $(PYTEST_ARGS) $(NEWEST_TESTS)
 
 lint: install
 	$(BIN)/ruff check $(SRC)

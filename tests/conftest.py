@@ -36,6 +36,38 @@ def _started(what: str, start: Callable[[], T]) -> T:
 _USED: dict[str, dict[str, None]] = defaultdict(dict)
 
 
+# The files that take longest, longest first. make test runs each file whole in one xdist process,
+# in the order of the collection (--no-loadscope-reorder): these start at once, beside the many
+# short files, instead of last, where xdist's own order (most tests first) put the one-test files
+# (test_chaos_run.py was 182nd of 212) and one process ran them alone after the other had ended.
+# Seconds: the full run's --durations, or -n 0 on the 2-core machine.
+LONGEST_FIRST = (
+    "tests/container/test_compose_stack.py",  # the image (35-50 s), the stack, its checks: 116 s
+    "tests/chaos/test_chaos_run.py",  # 150 s
+    "tests/container/test_image.py",  # 100 s, with the image
+    "tests/integration/test_plain_install.py",  # a venv and pip install from the source tree
+    "tests/integration/cli/test_json_and_errors.py",  # ~50 `beatflow` processes: 96 s
+    "tests/chaos/test_chaos_run_rabbitmq.py",  # 82 s
+)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """In an xdist process, order the files: LONGEST_FIRST, then the rest with the most tests
+    first (xdist's own order); each file's tests keep their order."""
+    if not hasattr(config, "workerinput"):
+        return
+    counts: dict[str, int] = defaultdict(int)
+    for item in items:
+        counts[item.nodeid.split("::", 1)[0]] += 1
+
+    def rank(item: pytest.Item) -> tuple[int, int]:
+        path = item.nodeid.split("::", 1)[0]
+        first = LONGEST_FIRST.index(path) if path in LONGEST_FIRST else len(LONGEST_FIRST)
+        return first, -counts[path]
+
+    items.sort(key=rank)  # stable: a file's tests stay together and in order
+
+
 def pytest_sessionfinish(session: pytest.Session) -> None:
     output = getattr(session.config, "workeroutput", None)  # an xdist worker: tell the controller
     if output is not None:
