@@ -16,6 +16,7 @@ from click.testing import CliRunner
 
 from beatflow.cli import COMMANDS, LazyGroup, main
 from beatflow.cli.common import EXIT_CODES, EXIT_FAILED, EXIT_OK, EXIT_TIMEOUT, EXIT_USAGE
+from tests import services
 from tests.integration.cli.conftest import cli_env
 from tests.procs import run_beatflow
 
@@ -84,9 +85,17 @@ def test_a_bad_setting_is_a_configuration_error_with_exit_2() -> None:
     assert result.stdout == ""
 
 
-@pytest.fixture
-def env(redis_url: str, postgres_url: str) -> dict[str, str]:
-    return cli_env(redis_url, postgres_url, ROOT / "dags")
+@pytest.fixture(scope="module")
+def env(
+    redis_server: services.RedisServer, postgres_server: services.PostgresServer
+) -> Iterator[dict[str, str]]:
+    """One Redis database and one migrated PostgreSQL database for the module's commands (each
+    test's run ids and names are its own): a migration per test took a second of the module's."""
+    redis_url = redis_server.fresh_db_url()
+    name = f"bf_cli_{uuid.uuid4().hex[:8]}"
+    yield cli_env(redis_url, postgres_server.create_database(name), ROOT / "dags")
+    services.flush_redis(redis_url)
+    postgres_server.drop_database(name)
 
 
 Call = Callable[..., subprocess.CompletedProcess[str]]
