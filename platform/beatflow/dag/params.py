@@ -1,7 +1,8 @@
 """DAG params: ``Param(default, type=..., enum=..., minimum=..., maximum=..., pattern=...,
-description=..., title=...)``, a JSON-Schema-style subset, and the check of a trigger's conf
-against them. Every trigger (CLI, API, web form, a schedule's tick, a backfill) goes through
-:func:`resolve`; each problem names the param and says why (a ConfError with ``fields``)."""
+format=..., keywords={...}, description=..., title=...)``, a JSON Schema, and the check of a
+trigger's conf against them (``format`` and further keywords by the jsonschema library). Every
+trigger (CLI, API, web form, a schedule's tick, a backfill) goes through :func:`resolve`; each
+problem names the param and says why (a ConfError with ``fields``)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,8 @@ import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
+
+import jsonschema
 
 from beatflow.errors import ConfError, DagDefinitionError
 
@@ -24,6 +27,17 @@ JSON_TYPES: dict[str, tuple[type, ...]] = {
     "object": (dict,),
     "null": (type(None),),
 }
+# The formats JSON Schema (2020-12) defines: each must be checkable here (jsonschema's
+# format-nongpl extra); any other format ("multiline") is a hint to a form, checked by nothing.
+SPEC_FORMATS = frozenset({
+    "date-time", "date", "time", "duration", "email", "idn-email", "hostname", "idn-hostname",
+    "ipv4", "ipv6", "uri", "uri-reference", "iri", "iri-reference", "uuid", "uri-template",
+    "json-pointer", "relative-json-pointer", "regex"})  # fmt: skip
+_VALIDATOR = jsonschema.Draft202012Validator
+# every draft's format checks, as Airflow's Param checks them (a "time" is HH:MM:SS)
+_FORMATS = jsonschema.FormatChecker()
+# keywords that have a field of their own
+_FIELDS = {"type", "enum", "minimum", "maximum", "pattern", "format", "title", "description"}
 _PY_NAMES = {str: "string", int: "integer", float: "number", bool: "boolean", list: "array",
              tuple: "array", dict: "object", type(None): "null"}  # fmt: skip
 
@@ -42,6 +56,8 @@ class Param:
     ``type`` is a Python type (``int``), a JSON Schema type name (``"integer"``) or a tuple/list
     of either. A param is required only with ``required=True``; otherwise a missing value takes
     the default (a default of None means "absent" and is passed as None unchecked).
+    ``format`` (``"date"``, ``"date-time"``, ``"email"``...) and ``keywords``, more JSON Schema
+    keywords (``{"minLength": 10}``, ``{"items": {"type": "number"}}``), are checked by jsonschema.
     """
 
     default: Any = None
@@ -53,6 +69,8 @@ class Param:
     minimum: float | None = None
     maximum: float | None = None
     pattern: str | None = None
+    format: str | None = None
+    keywords: Mapping[str, Any] | None = None
 
     def __post_init__(self) -> None:
         problems = self.definition_problems()
@@ -61,6 +79,8 @@ class Param:
             raise DagDefinitionError("Param: " + "; ".join(problems), file=file, line=line)
         if self.enum is not None:
             object.__setattr__(self, "enum", tuple(self.enum))
+        if self.keywords is not None:
+            object.__setattr__(self, "keywords", dict(self.keywords))
 
     # ------------------------------------------------------------------ the schema
 
@@ -88,10 +108,11 @@ class Param:
         types = self.json_types()
         if types:
             out["type"] = types[0] if len(types) == 1 else list(types)
-        for key in ("enum", "minimum", "maximum", "pattern"):
+        for key in ("enum", "minimum", "maximum", "pattern", "format"):
             value = getattr(self, key)
             if value is not None:
                 out[key] = list(value) if key == "enum" else value
+        out.update(self.keywords or {})
         if self.title:
             out["title"] = self.title
         if self.description:
@@ -120,6 +141,7 @@ class Param:
                 re.compile(self.pattern)
             except (re.error, TypeError) as exc:
                 problems.append(f"pattern {self.pattern!r} is not a regular expression: {exc}")
+        problems += self._schema_problems()
         if not problems and self.default is not None:
             problem = self.problem(self.default)
             if problem:
@@ -147,7 +169,51 @@ class Param:
             and re.search(self.pattern, value) is None
         ):
             return f"must match the pattern {self.pattern}, got {_shown(value)}"
+        if self.format is not None or self.keywords:
+            return self._jsonschema_problem(value)
         return None
+
+    def _checked_schema(self) -> dict[str, Any]:
+        """What jsonschema checks: ``format`` and the further keywords (the rest is checked above,
+        with messages of our own)."""
+        out = dict(self.keywords or {})
+        if self.format is not None:
+            out["format"] = self.format
+        return out
+
+    def _schema_problems(self) -> list[str]:
+        problems = []
+        if self.format is not None:
+            if not isinstance(self.format, str):
+                problems.append(f"format must be a string, got {self.format!r}")
+            elif self.format in SPEC_FORMATS and self.format not in _FORMATS.checkers:
+                problems.append(
+                    f"format {self.format!r} cannot be checked here: install jsonschema's"
+                    " format-nongpl extra (pip install 'jsonschema[format-nongpl]')"
+                )
+        if self.keywords is None:
+            return problems
+        if not isinstance(self.keywords, Mapping):
+            return [*problems, f"keywords must be a mapping, got {self.keywords!r}"]
+        for key in sorted(_FIELDS & set(self.keywords)):
+            problems.append(f"keywords has {key!r}: use Param({key}=...)")
+        try:
+            _VALIDATOR.check_schema(self._checked_schema())
+        except jsonschema.SchemaError as exc:
+            problems.append(f"keywords are not a JSON Schema: {exc.message}")
+        return problems
+
+    def _jsonschema_problem(self, value: Any) -> str | None:
+        validator = _VALIDATOR(self._checked_schema(), format_checker=_FORMATS)
+        error = jsonschema.exceptions.best_match(validator.iter_errors(value))
+        if error is None:
+            return None
+        where = "" if error.json_path == "$" else f" at {error.json_path}"
+        if error.validator == "format":
+            got = _shown(error.instance)
+            return f"must be in the {error.validator_value} format{where}, got {got}"
+        keyword = f"{error.validator}={_shown(error.validator_value)}"
+        return f"must fit the JSON Schema keyword {keyword}{where}: {error.message}"
 
 
 def param_from(value: Any) -> Param:

@@ -32,6 +32,11 @@ EXPECTED: dict[str, str] = {"example_failed_dag": "failed"}
 # Examples that branch on the clock run at a frozen logical date (a Wednesday noon): the
 # weekday decides what runs (on a weekend, example_bash_decorator sleeps for an hour).
 FROZEN: dict[str, datetime] = {"example_bash_decorator": datetime(2024, 1, 10, 12, tzinfo=UTC)}
+# The conf an example's trigger form asks for (a Param without a default is required, in Airflow
+# as in beatflow).
+CONF: dict[str, dict[str, object]] = {
+    "example_params_ui_tutorial": {"required_field": "a value of ten or more characters"}
+}
 # How long a run is followed (seconds): a deadline, not a measure. Sensors in Airflow's default
 # poke mode hold a worker slot while they sleep their poke_interval (60 s), so the runs of the
 # other examples may wait for a slot that long; the examples that wait by design get more.
@@ -96,7 +101,8 @@ def test_airflow_examples_run(examples: tuple[Path, list[str]], examples_cluster
         if name.removesuffix(".py") in OUT_OF_SCOPE:
             rows[name] = corpus.Row(name, "out of scope", OUT_OF_SCOPE[name.removesuffix(".py")])
             continue
-        record = trigger_dag(runtime, dag_id, logical_date=FROZEN.get(name.removesuffix(".py")))
+        stem = name.removesuffix(".py")
+        record = trigger_dag(runtime, dag_id, conf=CONF.get(stem), logical_date=FROZEN.get(stem))
         started.setdefault(name, []).append((dag_id, record.run_id))
     for name, runs in started.items():
         problems = []

@@ -1,12 +1,16 @@
 """Airflow DAG files, unchanged, run by a real beatflow worker: TaskFlow results and
 multiple_outputs, keyed xcom_push/xcom_pull, Jinja templates, BashOperator, retries, task groups,
-Param and callbacks, sensors, setup and teardown, TriggerDagRunOperator and ExternalTaskSensor,
-expand over several arguments, pools and assets."""
+Param (JSON-Schema formats and keywords) and callbacks, sensors, setup and teardown,
+TriggerDagRunOperator and ExternalTaskSensor, expand over several arguments, pools and assets."""
 
 from __future__ import annotations
 
 import json
 
+import pytest
+
+from beatflow.errors import ConfError
+from beatflow.runs import trigger_dag
 from beatflow.runtime import runtime_of
 from tests.cluster import Cluster
 from tests.procs import wait_for
@@ -145,3 +149,29 @@ def test_mapping_over_several_arguments_pools_assets_far_pulls_and_conditions(
     consumer = runtime_of(airflow_cluster.app).dag("af_on_orders")
     assert consumer.asset_schedule is not None
     assert consumer.asset_schedule.names() == {"af://orders"}
+
+
+def test_params_with_formats_and_keywords_refuse_a_bad_conf_and_run_a_good_one(
+    airflow_cluster: Cluster,
+) -> None:
+    runtime = runtime_of(airflow_cluster.app)
+    bad = {"day": "2024-02-30", "owner": "nobody", "label": "abc", "sizes": [1, "2"], "x": 1}
+    with pytest.raises(ConfError) as info:
+        trigger_dag(runtime, "af_params", conf=bad)
+    assert info.value.fields == {
+        "day": "must be in the date format, got '2024-02-30'",
+        "owner": "must be in the email format, got 'nobody'",
+        "label": "must fit the JSON Schema keyword minLength=5: 'abc' is too short",
+        "sizes": "must fit the JSON Schema keyword type='integer' at $[1]: '2' is not of type"
+        " 'integer'",
+    }
+    with pytest.raises(ConfError, match='"label" is required'):
+        trigger_dag(runtime, "af_params")
+    assert airflow_cluster.store.list_dag_runs("af_params") == []  # a refused trigger leaves none
+    good = {"day": "2024-02-29", "label": "leap day", "sizes": [3], "note": None, "x": 1}
+    run, tasks = airflow_cluster.run("af_params", conf=good)
+    assert run.state == "success", airflow_cluster.log_tail()
+    seen = tasks["show"].result
+    defaults = {"at": "2024-01-10T12:00:00+00:00", "owner": "data@example.org"}
+    assert {k: seen["params"][k] for k in [*good, *defaults]} == {**good, **defaults}, seen
+    assert {k: seen["conf"][k] for k in good} == good, seen  # nothing of the conf is lost

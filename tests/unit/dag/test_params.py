@@ -105,3 +105,49 @@ def test_the_schema_is_json_schema() -> None:
         "title": "Count",
         "description": "how many",
     }
+
+
+def test_format_and_further_keywords_are_checked_by_jsonschema() -> None:
+    dag = dag_with(
+        day=Param("2026-01-01", type="string", format="date"),
+        at=Param("2026-01-01T12:00:00+00:00", type="string", format="date-time"),
+        every=Param("PT15M", type="string", format="duration"),
+        name=Param("Ada Lovelace", type="string", keywords={"minLength": 10}),
+        sizes=Param([1, 2], type="array", keywords={"items": {"type": "number"}}),
+        note=Param("a\nb", type="string", format="multiline"),  # a form's hint: no check
+    )
+    assert dag.model.resolve_conf({"note": "anything"})["day"] == "2026-01-01"
+    err = refused(
+        dag,
+        {
+            "day": "2026-02-30",
+            "at": "yesterday",
+            "every": "15 minutes",
+            "name": "Ada",
+            "sizes": [1, "two"],
+        },
+    )
+    assert err.fields == {
+        "day": "must be in the date format, got '2026-02-30'",
+        "at": "must be in the date-time format, got 'yesterday'",
+        "every": "must be in the duration format, got '15 minutes'",
+        "name": "must fit the JSON Schema keyword minLength=10: 'Ada' is too short",
+        "sizes": "must fit the JSON Schema keyword type='number' at $[1]: 'two' is not of"
+        " type 'number'",
+    }
+    assert Param("a@example.org", format="email").schema() == {"format": "email"}
+    assert "email format" in str(Param(format="email").problem("someone"))
+    assert Param([], keywords={"minItems": 0}).schema() == {"minItems": 0}
+
+
+@pytest.mark.parametrize(
+    ("make", "message"),
+    [
+        (lambda: Param("soon", format="date"), "its default 'soon' is refused"),
+        (lambda: Param("x", keywords={"minLength": "ten"}), "are not a JSON Schema"),
+        (lambda: Param("x", keywords={"type": "string"}), "use Param\\(type=...\\)"),
+    ],
+)
+def test_format_and_keyword_mistakes_are_reported_at_definition(make: object, message: str) -> None:
+    with pytest.raises(DagDefinitionError, match=message):
+        make()  # type: ignore[operator]

@@ -14,9 +14,11 @@ from beatflow.compat.airflow.finder import unsupported
 from beatflow.dag import groups, params
 
 _GROUP_IGNORED = {"ui_color", "ui_fgcolor", "add_suffix_on_collision", "group_display_name"}
-# JSON-Schema keywords a Param may use: beatflow checks these; the rest are shown only
-_PARAM_CHECKED = {"type", "enum", "minimum", "maximum", "pattern"}
-_PARAM_SHOWN = {"title", "description", "examples", "values_display", "section", "description_md"}
+# JSON-Schema keywords with a field of their own in a native Param; the rest go to its keywords,
+# but for these, shown in Airflow's form only
+_PARAM_FIELDS = {"type", "enum", "minimum", "maximum", "pattern", "format", "title", "description"}
+_PARAM_SHOWN = {"examples", "values_display", "section", "description_md"}
+_NOTSET = object()  # Airflow's NOTSET: a Param written without a default
 
 
 class TaskGroup(groups.TaskGroup):
@@ -129,15 +131,15 @@ def task_group(fn: Callable[..., Any] | None = None, /, **options: Any) -> Any:
     return wrap(fn) if fn is not None else wrap
 
 
-def Param(default: Any = None, description: str | None = None, **schema: Any) -> params.Param:
-    """``airflow.sdk.Param(default, type=..., enum=..., minimum=..., ...)`` as a native Param; a
-    JSON-Schema keyword beatflow does not check (``minLength``, ``format``...) is refused."""
-    for key in schema:
-        if key not in _PARAM_CHECKED | _PARAM_SHOWN:
-            raise unsupported(f"Param({key}=...)", "JSON-Schema keywords beyond type/enum/range")
+def Param(default: Any = _NOTSET, description: str | None = None, **schema: Any) -> params.Param:
+    """``airflow.sdk.Param(default, type=..., enum=..., format=..., minLength=..., ...)`` as a
+    native Param: every JSON-Schema keyword is checked (``format`` and the keywords beatflow has
+    no field for by jsonschema, as Airflow checks them); without a default, a value is required."""
     kind = schema.get("type")
+    keywords = {k: v for k, v in schema.items() if k not in _PARAM_FIELDS | _PARAM_SHOWN}
     return params.Param(
-        default=default,
+        default=None if default is _NOTSET else default,
+        required=default is _NOTSET,
         type=tuple(kind) if isinstance(kind, list) else kind,
         description=description or schema.get("description") or "",
         title=schema.get("title") or "",
@@ -145,6 +147,8 @@ def Param(default: Any = None, description: str | None = None, **schema: Any) ->
         minimum=schema.get("minimum"),
         maximum=schema.get("maximum"),
         pattern=schema.get("pattern"),
+        format=schema.get("format"),
+        keywords=keywords or None,
     )
 
 
