@@ -6,6 +6,8 @@ TriggerDagRunOperator and ExternalTaskSensor, expand over several arguments, poo
 from __future__ import annotations
 
 import json
+import os
+import sys
 
 import pytest
 
@@ -175,3 +177,36 @@ def test_params_with_formats_and_keywords_refuse_a_bad_conf_and_run_a_good_one(
     defaults = {"at": "2024-01-10T12:00:00+00:00", "owner": "data@example.org"}
     assert {k: seen["params"][k] for k in [*good, *defaults]} == {**good, **defaults}, seen
     assert {k: seen["conf"][k] for k in good} == good, seen  # nothing of the conf is lost
+
+
+def test_external_python_runs_in_another_interpreter_with_json_in_and_out(
+    airflow_cluster: Cluster,
+) -> None:
+    run, tasks = airflow_cluster.run("af_external")
+    states = {k: t.state for k, t in tasks.items()}
+    assert run.state == "success", (states, airflow_cluster.log_tail())
+    python = os.path.join(sys.base_prefix, "bin", "python3")
+    ds = run.logical_date.strftime("%Y-%m-%d")
+    # op_args rendered ("3"), op_kwargs, and the context entries the function names
+    assert tasks["ext"].result == {
+        "executable": python,
+        "celery": False,  # not the worker's Python
+        "sum": "3!",
+        "ds": ds,
+        "n": 3,
+    }
+    # an upstream result in, the JSON-able context for **kwargs (no ti), a result out
+    assert tasks["shout"].result == {"items": ["A", "B"], "run_id": run.run_id, "ti": False}
+    assert states["pick"] == "success" and tasks["pick"].result == ["left"]
+    assert states["left"] == "success" and states["right"] == "skipped", states
+
+
+def test_external_python_says_why_it_cannot_run(airflow_cluster: Cluster) -> None:
+    run, tasks = airflow_cluster.run("af_external_errors")
+    assert run.state == "failed", airflow_cluster.log_tail()
+    errors = {k: t.error or "" for k, t in tasks.items()}
+    assert {k: t.state for k, t in tasks.items()} == dict.fromkeys(errors, "failed")
+    assert "'/nonexistent/bin/python3' does not exist" in errors["missing"], errors
+    assert "the value not_json() returned is not JSON" in errors["not_json"], errors
+    assert "ValueError: no such thing" in errors["raises"], errors
+    assert "op_args[0] cannot go to another Python interpreter" in errors["given"], errors

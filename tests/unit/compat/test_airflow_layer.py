@@ -240,3 +240,37 @@ def test_clock_branches_decide_on_the_day_and_the_time() -> None:
     assert not span.test(wednesday_noon)
     assert span.test(datetime(2024, 1, 10, 16, tzinfo=UTC))
     assert WeekDay.SATURDAY == "saturday"
+
+
+def test_an_external_python_callable_goes_as_its_source_without_decorators(
+    tmp_path: Path,
+) -> None:
+    from beatflow.compat.airflow.external import function_source
+
+    write(
+        tmp_path,
+        "ext.py",
+        "import sys\nfrom airflow.sdk import DAG, task\n\n"
+        'with DAG("af_ext"):\n'
+        "    for n in (1, 2):\n\n"
+        '        @task.external_python(task_id=f"t{n}", python=sys.executable)\n'
+        "        def inner(x=2):\n"
+        '            """Doc."""\n'
+        "            return x * 2\n\n"
+        "        inner()\n",
+    )
+    write(
+        tmp_path,
+        "lam.py",
+        "import sys\nfrom airflow.providers.standard.operators.python import"
+        " ExternalPythonOperator\nfrom airflow.sdk import DAG\n\n"
+        'with DAG("af_lam"):\n'
+        '    ExternalPythonOperator(task_id="l", python=sys.executable, python_callable=len)\n',
+    )
+    bag = load_dags(tmp_path)
+    assert list(bag.dags["af_ext"].tasks) == ["t1", "t2"]
+    runner = bag.dags["af_ext"].tasks["t1"].fn
+    source = function_source(runner.op.python_callable)  # type: ignore[attr-defined]
+    assert source == 'def inner(x=2):\n    """Doc."""\n    return x * 2\n'
+    (err,) = bag.errors
+    assert err.file.endswith("lam.py") and "cannot be read" in err.message

@@ -1,5 +1,6 @@
-"""``@task`` (and ``@task.python``, ``@task.bash``) as Airflow writes it: a call inside a DAG
-adds an operator and returns its XComArg; ``.override()``, ``.partial()``, ``.expand()``."""
+"""``@task`` (and ``@task.python``, ``@task.bash``, ``@task.external_python``...) as Airflow
+writes it: a call inside a DAG adds an operator and returns its XComArg; ``.override()``,
+``.partial()``, ``.expand()``."""
 
 from __future__ import annotations
 
@@ -10,6 +11,10 @@ from typing import Any
 
 from beatflow.compat.airflow import running
 from beatflow.compat.airflow.dag import current_dag
+from beatflow.compat.airflow.external import (
+    BranchExternalDecoratedOperator,
+    ExternalDecoratedOperator,
+)
 from beatflow.compat.airflow.finder import unsupported
 from beatflow.compat.airflow.mapping import Partial
 from beatflow.compat.airflow.operators import BaseOperator, XComArg
@@ -153,15 +158,14 @@ def _decorator(cls: type[BaseOperator]) -> Callable[..., Any]:
 _NOT_YET = {
     "virtualenv": "@task.virtualenv",
     "branch_virtualenv": "@task.branch_virtualenv",
-    "external_python": "@task.external_python",
-    "branch_external_python": "@task.branch_external_python",
     "docker": "@task.docker",
     "kubernetes": "@task.kubernetes (Kubernetes)",
 }
 
 
 class _Task:
-    """``task``: ``@task``, ``@task(...)``, ``@task.python``, ``@task.bash``."""
+    """``task``: ``@task``, ``@task(...)``, ``@task.python``, ``@task.bash``, the branch,
+    short-circuit, sensor and external-Python kinds."""
 
     def __init__(self) -> None:
         self.python = _decorator(DecoratedOperator)
@@ -169,6 +173,8 @@ class _Task:
         self.branch = _decorator(BranchDecoratedOperator)
         self.short_circuit = _decorator(ShortCircuitDecoratedOperator)
         self.sensor = _decorator(DecoratedSensorOperator)
+        self.external_python = _decorator(ExternalDecoratedOperator)
+        self.branch_external_python = _decorator(BranchExternalDecoratedOperator)
 
     def __call__(self, fn: Callable[..., Any] | None = None, /, **options: Any) -> Any:
         return self.python(fn, **options)

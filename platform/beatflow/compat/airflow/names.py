@@ -17,6 +17,7 @@ from beatflow.compat.airflow.clock import (
 )
 from beatflow.compat.airflow.dag import DAG, Label, chain, cross_downstream, dag
 from beatflow.compat.airflow.decorators import setup, task, teardown
+from beatflow.compat.airflow.external import BranchExternalPythonOperator, ExternalPythonOperator
 from beatflow.compat.airflow.groups import Param, TaskGroup, task_group
 from beatflow.compat.airflow.operators import BaseOperator, XComArg
 from beatflow.compat.airflow.running import get_current_context
@@ -95,6 +96,8 @@ NAMES: dict[str, Any] = {
     "BashOperator": BashOperator,
     "XComArg": XComArg,
     "BranchPythonOperator": BranchPythonOperator,
+    "ExternalPythonOperator": ExternalPythonOperator,
+    "BranchExternalPythonOperator": BranchExternalPythonOperator,
     "BaseBranchOperator": BaseBranchOperator,
     "ShortCircuitOperator": ShortCircuitOperator,
     "AirflowSkipException": AirflowSkipException,
@@ -152,7 +155,6 @@ UNSUPPORTED_NAMES: dict[str, str] = {
     "BaseHook": "hooks",
     "ObjectStoragePath": "object storage",
     "PythonVirtualenvOperator": "virtualenv operators",
-    "ExternalPythonOperator": "external Python operators",
     "BaseNotifier": "notifiers (not supported yet)",
     "Context": None,  # type: ignore[dict-item]
 }
