@@ -35,7 +35,7 @@ FROZEN: dict[str, datetime] = {"example_bash_decorator": datetime(2024, 1, 10, 1
 # The conf an example's trigger form asks for (a Param without a default is required, in Airflow
 # as in beatflow).
 CONF: dict[str, dict[str, object]] = {
-    "example_params_ui_tutorial": {"required_field": "a value of ten or more characters"}
+    "example_params_ui_tutorial": {"required_field": "a required value"}
 }
 # How long a run is followed (seconds): a deadline, not a measure. Sensors in Airflow's default
 # poke mode hold a worker slot while they sleep their poke_interval (60 s), so the runs of the

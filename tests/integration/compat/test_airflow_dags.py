@@ -210,3 +210,25 @@ def test_external_python_says_why_it_cannot_run(airflow_cluster: Cluster) -> Non
     assert "the value not_json() returned is not JSON" in errors["not_json"], errors
     assert "ValueError: no such thing" in errors["raises"], errors
     assert "op_args[0] cannot go to another Python interpreter" in errors["given"], errors
+
+
+def test_virtualenv_tasks_run_in_environments_made_for_them(airflow_cluster: Cluster) -> None:
+    run, tasks = airflow_cluster.run("af_virtualenv", timeout=300)
+    states = {k: t.state for k, t in tasks.items()}
+    assert run.state == "success", (states, airflow_cluster.log_tail())
+    bare = tasks["bare"].result
+    assert bare["n"] == 2 and bare["celery"] is False  # system_site_packages=False: bare
+    assert bare["prefix"] != sys.prefix and "beatflow-venv-" in bare["prefix"]
+    assert tasks["with_colours"].result == {"word": "hi", "colorama": "0.4.0"}
+    assert tasks["pick"].result == ["chosen"], states
+    assert states["chosen"] == "success" and states["other"] == "skipped", states
+    # the same requirements in the same cache: one environment, built once, for both tasks
+    built = sorted(p.name for p in (airflow_cluster.marks / "venvs").glob("beatflow-venv-*"))
+    assert len([b for b in built if not b.endswith(".lock")]) == 1, built
+
+
+def test_a_requirement_pip_refuses_fails_the_task_saying_so(airflow_cluster: Cluster) -> None:
+    run, tasks = airflow_cluster.run("af_virtualenv_errors", timeout=120)
+    assert run.state == "failed", airflow_cluster.log_tail()
+    error = tasks["refused"].error or ""
+    assert "pip install colorama === not a version failed" in error, error

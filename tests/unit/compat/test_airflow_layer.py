@@ -109,7 +109,7 @@ def test_a_missing_feature_is_named_per_file(tmp_path: Path) -> None:
         "from airflow.providers.cncf.kubernetes.operators.pod import KubernetesPodOperator\n",
     )
     write(tmp_path, "assets.py", "import pendulum\nfrom airflow.sdk import DAG, AssetAlias\n")
-    write(tmp_path, "venv.py", "from airflow.sdk import task\n\n@task.virtualenv\ndef s(): ...\n")
+    write(tmp_path, "venv.py", "from airflow.sdk import task\n\n@task.docker\ndef s(): ...\n")
     write(tmp_path, "good.py", DAG_FILE)
     bag = load_dags(tmp_path)
     errors = {Path(e.file).name: e for e in bag.errors}
@@ -117,7 +117,7 @@ def test_a_missing_feature_is_named_per_file(tmp_path: Path) -> None:
     assert "airflow.providers.cncf.kubernetes" in errors["k8s.py"].message
     assert "is not supported by beatflow's Airflow layer" in errors["k8s.py"].message
     assert "airflow.sdk.AssetAlias (asset aliases)" in errors["assets.py"].message
-    assert "@task.virtualenv" in errors["venv.py"].message
+    assert "@task.docker" in errors["venv.py"].message
     assert errors["assets.py"].line == 2 and errors["venv.py"].line == 3
     result = CliRunner().invoke(
         main, ["dags", "check"], env={"BEATFLOW_DAGS_FOLDER": str(tmp_path)}

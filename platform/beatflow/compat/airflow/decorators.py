@@ -1,4 +1,4 @@
-"""``@task`` (and ``@task.python``, ``@task.bash``, ``@task.external_python``...) as Airflow
+"""``@task`` (and ``@task.python``, ``@task.bash``, ``@task.virtualenv``...) as Airflow
 writes it: a call inside a DAG adds an operator and returns its XComArg; ``.override()``,
 ``.partial()``, ``.expand()``."""
 
@@ -25,6 +25,10 @@ from beatflow.compat.airflow.standard import (
     PythonOperator,
     ShortCircuitOperator,
     run_bash,
+)
+from beatflow.compat.airflow.virtualenv import (
+    BranchVirtualenvDecoratedOperator,
+    VirtualenvDecoratedOperator,
 )
 
 
@@ -156,8 +160,6 @@ def _decorator(cls: type[BaseOperator]) -> Callable[..., Any]:
 
 
 _NOT_YET = {
-    "virtualenv": "@task.virtualenv",
-    "branch_virtualenv": "@task.branch_virtualenv",
     "docker": "@task.docker",
     "kubernetes": "@task.kubernetes (Kubernetes)",
 }
@@ -165,7 +167,7 @@ _NOT_YET = {
 
 class _Task:
     """``task``: ``@task``, ``@task(...)``, ``@task.python``, ``@task.bash``, the branch,
-    short-circuit, sensor and external-Python kinds."""
+    short-circuit, sensor, external-Python and virtualenv kinds."""
 
     def __init__(self) -> None:
         self.python = _decorator(DecoratedOperator)
@@ -175,6 +177,8 @@ class _Task:
         self.sensor = _decorator(DecoratedSensorOperator)
         self.external_python = _decorator(ExternalDecoratedOperator)
         self.branch_external_python = _decorator(BranchExternalDecoratedOperator)
+        self.virtualenv = _decorator(VirtualenvDecoratedOperator)
+        self.branch_virtualenv = _decorator(BranchVirtualenvDecoratedOperator)
 
     def __call__(self, fn: Callable[..., Any] | None = None, /, **options: Any) -> Any:
         return self.python(fn, **options)

@@ -89,10 +89,9 @@ def _arguments(op: Any, context: Mapping[str, Any]) -> dict[str, Any]:
     return {"args": args, "kwargs": kwargs}
 
 
-def run_external(op: ExternalPythonOperator, context: Mapping[str, Any]) -> Any:
-    """Run ``op``'s callable in ``op.python``: its output goes to the task's log; the result, back
-    as JSON, is returned."""
-    python = str(op.python or "")
+def run_external(op: Any, python: str, context: Mapping[str, Any]) -> Any:
+    """Run ``op``'s callable in the interpreter at ``python``: its output goes to the task's log;
+    the result, back as JSON, is returned."""
     if not os.path.isfile(python) or not os.access(python, os.X_OK):
         raise FileNotFoundError(
             f'task "{op.task_id}": the Python interpreter {python!r} does not exist or is not'
@@ -133,7 +132,7 @@ class ExternalPythonOperator(PythonOperator):
     def __init__(
         self,
         *,
-        python: str,
+        python: str | None,
         python_callable: Callable[..., Any],
         serializer: str | None = None,
         expect_airflow: bool = True,
@@ -146,9 +145,9 @@ class ExternalPythonOperator(PythonOperator):
         **kwargs: Any,
     ) -> None:
         if use_airflow_context:
-            raise unsupported("ExternalPythonOperator(use_airflow_context=True)", "a live context")
+            raise unsupported(f"{type(self).__name__}(use_airflow_context=True)", "a live context")
         if string_args:
-            raise unsupported("ExternalPythonOperator(string_args=...)")
+            raise unsupported(f"{type(self).__name__}(string_args=...)")
         super().__init__(python_callable=python_callable, **kwargs)
         self.python = python
         self.skip_codes = (
@@ -163,7 +162,7 @@ class ExternalPythonOperator(PythonOperator):
         function_source(python_callable)  # a lambda or a builtin is refused where it is written
 
     def execute(self, context: Mapping[str, Any]) -> Any:
-        return run_external(self, context)
+        return run_external(self, str(self.python or ""), context)
 
 
 class BranchExternalPythonOperator(ExternalPythonOperator):

@@ -44,6 +44,10 @@ from beatflow.compat.airflow.standard import (
     ShortCircuitOperator,
 )
 from beatflow.compat.airflow.trigger import TriggerDagRunOperator
+from beatflow.compat.airflow.virtualenv import (
+    BranchPythonVirtualenvOperator,
+    PythonVirtualenvOperator,
+)
 from beatflow.dag import assets
 
 
@@ -98,6 +102,8 @@ NAMES: dict[str, Any] = {
     "BranchPythonOperator": BranchPythonOperator,
     "ExternalPythonOperator": ExternalPythonOperator,
     "BranchExternalPythonOperator": BranchExternalPythonOperator,
+    "PythonVirtualenvOperator": PythonVirtualenvOperator,
+    "BranchPythonVirtualenvOperator": BranchPythonVirtualenvOperator,
     "BaseBranchOperator": BaseBranchOperator,
     "ShortCircuitOperator": ShortCircuitOperator,
     "AirflowSkipException": AirflowSkipException,
@@ -154,7 +160,6 @@ UNSUPPORTED_NAMES: dict[str, str] = {
     "Connection": "Airflow Connections",
     "BaseHook": "hooks",
     "ObjectStoragePath": "object storage",
-    "PythonVirtualenvOperator": "virtualenv operators",
     "BaseNotifier": "notifiers (not supported yet)",
     "Context": None,  # type: ignore[dict-item]
 }
