@@ -232,3 +232,9 @@ def test_a_requirement_pip_refuses_fails_the_task_saying_so(airflow_cluster: Clu
     assert run.state == "failed", airflow_cluster.log_tail()
     error = tasks["refused"].error or ""
     assert "pip install colorama === not a version failed" in error, error
+
+
+def test_async_callables_are_awaited(airflow_cluster: Cluster) -> None:
+    run, tasks = airflow_cluster.run("af_async")
+    assert run.state == "success", airflow_cluster.log_tail()
+    assert tasks["napped"].result == "slept 0.01" and tasks["awaited"].result == 42

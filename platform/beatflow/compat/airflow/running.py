@@ -7,6 +7,7 @@ Keyed pushes travel with the task's result: a task that pushed keys returns
 
 from __future__ import annotations
 
+import asyncio
 import contextvars
 import copy
 import inspect
@@ -210,7 +211,17 @@ def call(
     context: Mapping[str, Any],
 ) -> Any:
     """Call ``fn`` as Airflow does: its arguments, plus the context entries it names (all of
-    them when it takes ``**kwargs``)."""
+    them when it takes ``**kwargs``); an ``async def`` one is run to its end (Airflow 3.2+)."""
+    result = _call(fn, args, kwargs, context)
+    return asyncio.run(result) if inspect.iscoroutine(result) else result
+
+
+def _call(
+    fn: Callable[..., Any],
+    args: Sequence[Any],
+    kwargs: Mapping[str, Any],
+    context: Mapping[str, Any],
+) -> Any:
     try:
         sig = inspect.signature(fn)
     except (TypeError, ValueError):

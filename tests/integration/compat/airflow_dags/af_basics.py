@@ -27,3 +27,22 @@ with DAG(
         bash_command="echo {{ ds }} {{ params.x }} {{ ti.xcom_pull(task_ids='add', key='k') }}",
     )
     s >> b >> EmptyOperator(task_id="end")
+
+
+async def nap(seconds):
+    """An async callable (Airflow 3.2+ runs them natively)."""
+    import asyncio
+
+    await asyncio.sleep(seconds)
+    return f"slept {seconds}"
+
+
+with DAG("af_async", schedule=None, start_date=pendulum.datetime(2021, 1, 1, tz="UTC")):
+    from airflow.providers.standard.operators.python import PythonOperator
+
+    @task
+    async def awaited(n):
+        return n * 2
+
+    PythonOperator(task_id="napped", python_callable=nap, op_kwargs={"seconds": 0.01})
+    awaited(21)
