@@ -1,6 +1,7 @@
 """An Airflow DAG file whose callables run in virtual environments made for them: a fresh one
 without the system's packages, and a cached one with a requirement (shared by two tasks, built
-once); one whose requirement pip refuses."""
+once; the wheel comes from a folder the test writes, no package index); one whose requirement pip
+refuses."""
 
 import os
 from pathlib import Path
@@ -9,15 +10,21 @@ import pendulum
 from airflow.providers.standard.operators.python import PythonVirtualenvOperator
 from airflow.sdk import DAG, task
 
-CACHE = Path(os.environ.get("BEATFLOW_TEST_MARKS", "/tmp/beatflow-test-marks")) / "venvs"
+MARKS = Path(os.environ.get("BEATFLOW_TEST_MARKS", "/tmp/beatflow-test-marks"))
+CACHE, WHEELS = MARKS / "venvs", MARKS / "wheels"
+REQUIRED = {
+    "requirements": ["beatflow-test-colours==1.0"],
+    "pip_install_options": ["--no-index", "--find-links", str(WHEELS)],
+    "venv_cache_path": str(CACHE),
+}
 START = pendulum.datetime(2021, 1, 1, tz="UTC")
 
 
 def colours(word):
-    """Runs in the cached environment: colorama is there."""
-    import colorama
+    """Runs in the cached environment: the required package is there."""
+    import beatflow_test_colours
 
-    return {"word": word, "colorama": colorama.__version__}
+    return {"word": word, "colours": beatflow_test_colours.VERSION}
 
 
 with DAG("af_virtualenv", schedule=None, start_date=START) as dag:
@@ -33,16 +40,15 @@ with DAG("af_virtualenv", schedule=None, start_date=START) as dag:
     with_colours = PythonVirtualenvOperator(
         task_id="with_colours",
         python_callable=colours,
-        requirements=["colorama==0.4.0"],
-        venv_cache_path=str(CACHE),
         op_args=["hi"],
+        **REQUIRED,
     )
 
-    @task.branch_virtualenv(requirements=["colorama==0.4.0"], venv_cache_path=str(CACHE))
+    @task.branch_virtualenv(**REQUIRED)
     def pick(result):
-        import colorama
+        import beatflow_test_colours
 
-        return "chosen" if result["colorama"] == colorama.__version__ else "other"
+        return "chosen" if result["colours"] == beatflow_test_colours.VERSION else "other"
 
     @task
     def chosen():
