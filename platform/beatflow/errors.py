@@ -85,10 +85,10 @@ class DagDefinitionError(DagError):
 class DagNotFoundError(BeatflowError):
     """Raised when no loaded DAG has the requested id."""
 
-    def __init__(self, dag_id: str, known: Sequence[str] = ()) -> None:
+    def __init__(self, dag_id: str, known: Sequence[str] = (), where: str = "") -> None:
         self.dag_id = dag_id
         close = difflib.get_close_matches(dag_id, list(known), n=1)
-        hint = f'; did you mean "{close[0]}"?' if close else ""
+        hint = f'; did you mean "{close[0]}"?' if close else (f" {where}" if where else "")
         super().__init__(f'no DAG "{dag_id}" is loaded{hint}')
 
 

@@ -49,7 +49,23 @@ class DagBag:
         try:
             return self.dags[dag_id]
         except KeyError:
-            raise DagNotFoundError(dag_id, list(self.dags)) from None
+            raise DagNotFoundError(dag_id, list(self.dags), self._where(dag_id)) from None
+
+    def _where(self, dag_id: str) -> str:
+        """Where the DAG was looked for, and what to do: a newcomer's dags folder is often not
+        where the process looks (another working directory, no BEATFLOW_DAGS_FOLDER)."""
+        broken = [e for e in self.errors if e.dag_id == dag_id]
+        if broken:
+            return f"(its module does not load: {broken[0]}); see `beatflow dags check`"
+        if not self.folder.is_dir():
+            return (
+                f"(the dags folder {self.folder} does not exist): set BEATFLOW_DAGS_FOLDER to "
+                "the folder of your DAG modules, or run from the folder that holds dags/"
+            )
+        return (
+            f"from {self.folder} ({len(self.dags)} DAGs, {len(self.errors)} broken); "
+            "see `beatflow dags list`"
+        )
 
     @property
     def ok(self) -> bool:

@@ -9,6 +9,7 @@ import logging
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING
 
+import amqp.exceptions  # type: ignore[import-untyped]
 import kombu.exceptions
 import redis.exceptions
 from celery import Celery
@@ -27,8 +28,12 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 # What a publish raises when the broker (or the Redis result backend a chord needs) is down,
-# after the short publish retry policy of Settings.celery_config.
+# after the short publish retry policy of Settings.celery_config; or when RabbitMQ closes the
+# connection as it opens (an unknown vhost: a ConnectionError; a refused login: AccessRefused,
+# which py-amqp files under channel errors).
 BROKER_ERRORS: tuple[type[BaseException], ...] = (
+    amqp.exceptions.ConnectionError,
+    amqp.exceptions.AccessRefused,
     kombu.exceptions.OperationalError,
     redis.exceptions.ConnectionError,
     redis.exceptions.TimeoutError,
