@@ -120,7 +120,14 @@ def load_dags(folder: str | Path, *, skip_modules: Collection[str] = ()) -> DagB
     folder = Path(folder).resolve()
     bag = DagBag(folder=folder)
     if not folder.is_dir():
-        bag.errors.append(LoadError(str(folder), None, "dags folder does not exist"))
+        bag.errors.append(
+            LoadError(
+                str(folder),
+                None,
+                "dags folder does not exist: set BEATFLOW_DAGS_FOLDER to the folder of your "
+                "DAG modules",
+            )
+        )
         return bag
     if str(folder) not in sys.path:
         sys.path.insert(0, str(folder))  # so DAG modules can import their own helpers

@@ -50,6 +50,11 @@ def install(app: Celery, runtime: Runtime, *, load_dags: bool = True) -> None:
         register_dag_tasks(app, runtime.dagbag)
         reload.install_registry(app, runtime)
 
+        @signals.worker_ready.connect(weak=False)  # type: ignore[untyped-decorator]
+        def _say_what_loaded(sender: Any = None, **_: Any) -> None:
+            if getattr(sender, "app", None) is app:
+                log_loaded(runtime.dagbag)
+
     @signals.task_unknown.connect(weak=False)  # type: ignore[untyped-decorator]
     def _unknown(name: str = "", message: Any = None, **_: Any) -> None:
         # a message for a DAG task this worker does not have (deploy skew): Celery drops it;
@@ -68,6 +73,14 @@ def install(app: Celery, runtime: Runtime, *, load_dags: bool = True) -> None:
             runtime.store  # noqa: B018 - connects and checks the schema
         except BeatflowError as exc:
             log.warning("results database not reachable at worker start: %s", exc)
+
+
+def log_loaded(bag: DagBag) -> None:
+    """The worker's start-up line: how many DAGs it runs and from which folder, and a warning
+    for each module that does not load (a worker started elsewhere than its dags/ runs none)."""
+    log.info("worker: %d DAGs loaded from %s in %.2fs", len(bag.dags), bag.folder, bag.seconds)
+    for err in bag.errors:
+        log.warning("worker: a DAG module does not load, its tasks fail here: %s", err)
 
 
 def register_dag_tasks(app: Celery, bag: DagBag) -> None:

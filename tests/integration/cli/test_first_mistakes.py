@@ -1,6 +1,7 @@
-"""A newcomer's first mistakes, through the real `beatflow` command: a dags folder that is not
-where the process looks, and a RabbitMQ URL with the wrong password or vhost. Each ends in one
-`error:` line that says where beatflow looked or what the broker said, never a traceback."""
+"""A newcomer's first mistakes, through the real `beatflow` command and a real worker: a dags
+folder that is not where the process looks, and a RabbitMQ URL with the wrong password or vhost.
+Each ends in one line that says where beatflow looked or what the broker said, never a
+traceback."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import pytest
 
 from beatflow.cli.common import EXIT_FAILED
 from tests.integration.cli.conftest import cli_env
-from tests.procs import ROOT, run_beatflow
+from tests.procs import ROOT, celery_worker, run_beatflow, wait_for
 from tests.services.rabbitmq_server import RabbitServer
 
 
@@ -26,6 +27,25 @@ def test_an_unknown_dag_names_the_missing_dags_folder_and_the_variable(
         f'error: no DAG "etl" is loaded (the dags folder {missing} does not exist): '
         "set BEATFLOW_DAGS_FOLDER"
     ), done.stderr
+
+
+def test_a_worker_started_without_its_dags_folder_says_so_when_ready(
+    redis_url: str, postgres_url: str, tmp_path: Path
+) -> None:
+    missing = tmp_path / "dags"
+    worker = celery_worker(tmp_path, cli_env(redis_url, postgres_url, missing)).start()
+    try:
+        wait_for(
+            lambda: "worker: 0 DAGs loaded from" in worker.log(),
+            timeout=60,
+            message="the worker's start-up line",
+        )
+        assert (
+            f"its tasks fail here: {missing}: dags folder does not exist: set BEATFLOW_DAGS_FOLDER"
+            in worker.log()
+        ), worker.log()[-3000:]
+    finally:
+        worker.stop()
 
 
 def test_an_unknown_dag_without_a_close_match_says_where_it_looked(
