@@ -2,7 +2,8 @@
 with a ``.map()`` and a task group fits its box at 1280 px (drawn left to right) and at 390 px
 (drawn top to bottom, its labels at 0.6 of their size or more: readable), with no task outside
 the box and no horizontal scroll of the page; no two nodes overlap, no edge runs under a node it
-does not end at; both pages fold the group into one node showing its tasks' worst state, which
+does not end at; the drawing is chosen by the width of the graph's box, not of the window;
+both pages fold the group into one node showing its tasks' worst state, which
 the live poll keeps up to date in both drawings; dark mode draws the same graph. Screenshots go
 to the test's tmp folder (and BEATFLOW_SCREENSHOTS_DIR)."""
 
@@ -160,6 +161,29 @@ def test_the_nine_task_graph_fits_its_box_at_1280_and_390_px_with_edges_around_t
         fits(pg, "#graph", folded)
     pg.set_viewport_size({"width": 390, "height": 900})
     shot(page, tmp_path, "graph-dag-collapsed-390")
+
+
+def test_the_drawing_follows_the_width_of_the_graph_box_not_of_the_window(
+    page: object, web: WebServer, tmp_path: Path
+) -> None:
+    """A narrow graph box in a wide window (a side panel, the graph beside other content) shows
+    the top-to-bottom drawing, a wide box in a narrow window the left-to-right one."""
+    pg: Any = page
+    pg.goto(f"{web.url}/dags/web_graph")
+    shown = """sel => [...document.querySelectorAll(sel + ' svg.graph')]
+      .filter(s => s.getBoundingClientRect().width > 0).map(s => s.getAttribute('class'))"""
+    box = "([sel, w]) => { document.querySelector(sel).style.width = w; }"
+    try:
+        for window, width, drawing in ((1280, "400px", "tb"), (600, "1000px", "lr")):
+            pg.set_viewport_size({"width": window, "height": 900})
+            pg.evaluate(box, ["#graph", width])
+            assert pg.evaluate(shown, "#graph") == [f"graph {drawing}"], (window, width)
+            shot(page, tmp_path, f"graph-box-{width}-in-{window}")
+            pg.evaluate(box, ["#graph", ""])  # the box as the page draws it: the window's
+            assert pg.evaluate(shown, "#graph") == [f"graph {SHOWN.get(window, 'tb')}"]
+    finally:
+        pg.evaluate(box, ["#graph", ""])
+        pg.set_viewport_size({"width": 1280, "height": 900})
 
 
 def test_the_run_page_folds_a_group_into_its_worst_state_and_the_poll_keeps_it(

@@ -1,7 +1,7 @@
 """A DAG drawn as SVG on the server, laid out in layers from left to right, or from top to bottom
 for a narrow screen (graph_layout: a Sugiyama layout whose edges never run under a node), each
 task coloured by its state in one run when a run is given. A page gets both (``render_svgs``);
-its CSS shows one by the width of the window. Task groups are boxes around their tasks and
+its CSS shows one by the width of the graph's box. Task groups are boxes around their tasks and
 nothing else; a collapsed group is one node (its tasks' worst state), and each group's label
 links to the page with that group toggled (``toggle(group_id)`` gives the URL). The same DAG
 gives the same SVG."""
@@ -121,7 +121,7 @@ def render_svgs(
     toggle: Callable[[str], str] | None = None,
 ) -> str:
     """Both orientations of the graph, left to right first; the page's CSS shows one (top to
-    bottom in a narrow window, where the other would be scaled down past reading)."""
+    bottom in a narrow box, where the other would be scaled down past reading)."""
     return "".join(
         render_svg(dag, states, links, collapsed=collapsed, toggle=toggle, direction=d)
         for d in ("LR", "TB")
