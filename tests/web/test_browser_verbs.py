@@ -2,13 +2,15 @@
 Playwright) against a real worker: a task with ``retries=2`` cleared from the run page (asked
 for confirmation and a reason) runs its three tries again and the page shows them; a run marked
 success closes its dead letters, so a replay from a dead-letter page opened before the mark is
-refused with the reason, and the run stays success: issue 45's cases 4 and 5 (the map of every
+refused with the reason, and the run stays success, its failed tasks flagged as overruled by the
+mark (their states kept) and counted in its note: issue 45's cases 4 and 5 (the map of every
 case is tests/web/test_browser_cases.py's docstring). Screenshots go to the test's tmp folder
 and the run's artifacts (tests/artifacts.py)."""
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 from urllib.parse import unquote
 
 import pytest
@@ -111,3 +113,39 @@ def test_case_5_a_replay_of_a_letter_closed_by_a_mark_is_refused_with_the_reason
     wait_state(page, "success")
     assert "undo the mark" not in page.inner_text("#audit")  # type: ignore[attr-defined]
     shot(page, tmp_path, "verbs-marked-stays-success")
+
+
+def test_a_run_marked_success_flags_the_tasks_that_had_not_succeeded_and_counts_them(
+    page: object, web: WebServer, tmp_path: Path
+) -> None:
+    """The mark keeps every task run's state (flaky failed, report upstream_failed): each says,
+    in words beside its colour, that the run's state overrules it, and the note counts them; a
+    run not marked says neither."""
+    pg: Any = page
+    trigger_from_page(page, web, "web_verbs", '{"succeed_on": 1000}')
+    wait_state(page, "failed")
+    assert pg.locator(".overruled, .overruled-tag, #marked-overruled").count() == 0
+    shot(page, tmp_path, "verbs-failed-not-marked")
+
+    pg.click("#mark-run")
+    pg.select_option("#mark-state", "success")
+    pg.fill("#mark-reason", "the report is not needed today")
+    pg.click("#confirm-mark")
+    wait_state(page, "success")
+    note = pg.inner_text("#marked-note")
+    assert "2 of 2 tasks had not succeeded (1 failed, 1 upstream_failed)" in note, note
+    flag = f"run marked success by user:{USER}"
+    for task, state in (("flaky", "failed"), ("report", "upstream_failed")):
+        row = pg.locator(f"#task-rows tr[data-instance={task}]")
+        assert row.get_attribute("class") == "overruled"
+        assert row.locator(f".st .badge.state-{state}").count() == 1  # the state as it ended
+        assert flag in row.inner_text()
+        node = pg.locator(f"#run-graph svg.graph.lr g.node[data-task={task}]")
+        assert node.get_attribute("class") == f"node overruled state-{state}"
+        assert node.locator("title").text_content() == f"{task}: {state} ({flag})"
+        assert node.locator("text.flag").text_content() == "⚑"
+        assert node.is_visible()
+    shot(page, tmp_path, "verbs-marked-success-flagged")
+    pg.emulate_media(color_scheme="dark")
+    shot(page, tmp_path, "verbs-marked-success-flagged-dark")
+    pg.emulate_media(color_scheme="light")

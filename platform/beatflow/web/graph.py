@@ -3,8 +3,9 @@ for a narrow screen (graph_layout: a Sugiyama layout whose edges never run under
 task coloured by its state in one run when a run is given. A page gets both (``render_svgs``);
 its CSS shows one by the width of the graph's box. Task groups are boxes around their tasks and
 nothing else; a collapsed group is one node (its tasks' worst state), and each group's label
-links to the page with that group toggled (``toggle(group_id)`` gives the URL). The same DAG
-gives the same SVG."""
+links to the page with that group toggled (``toggle(group_id)`` gives the URL). A task whose state
+an operator's mark of its run overrules (``marked``) keeps its colour, with an outline, a flag and
+the mark in its tooltip. The same DAG gives the same SVG."""
 
 from __future__ import annotations
 
@@ -67,11 +68,13 @@ def render_svg(
     collapsed: Collection[str] = (),
     toggle: Callable[[str], str] | None = None,
     direction: Direction = "LR",
+    marked: Mapping[str, str] | None = None,
 ) -> str:
     """The SVG text (inline in a page); ``states`` task_id -> state, ``links`` task_id -> URL,
     ``collapsed`` the groups drawn as one node, ``toggle(group_id)`` the URL that flips one,
-    ``direction`` where the layers go (its class: ``graph lr`` or ``graph tb``). Its size is its
-    natural one; the page's CSS scales it down to the width of its box."""
+    ``direction`` where the layers go (its class: ``graph lr`` or ``graph tb``), ``marked`` task_id
+    -> the operator's mark that overrules its state. Its size is its natural one; the page's CSS
+    scales it down to the width of its box."""
     states = states or {}
     collapsed = set(collapsed) & set(dag.groups)
     lay = layout(dag, collapsed, direction)
@@ -107,7 +110,7 @@ def render_svg(
             f'rx="8"/>{text}</g>'
         )
     for node, box in lay.nodes.items():
-        parts.append(_node(dag, node, box, states, links or {}, toggle))
+        parts.append(_node(dag, node, box, states, links or {}, toggle, marked or {}))
     parts.append("</svg>")
     return "".join(parts)
 
@@ -119,11 +122,14 @@ def render_svgs(
     *,
     collapsed: Collection[str] = (),
     toggle: Callable[[str], str] | None = None,
+    marked: Mapping[str, str] | None = None,
 ) -> str:
     """Both orientations of the graph, left to right first; the page's CSS shows one (top to
     bottom in a narrow box, where the other would be scaled down past reading)."""
     return "".join(
-        render_svg(dag, states, links, collapsed=collapsed, toggle=toggle, direction=d)
+        render_svg(
+            dag, states, links, collapsed=collapsed, toggle=toggle, direction=d, marked=marked
+        )
         for d in ("LR", "TB")
     )
 
@@ -211,26 +217,33 @@ def _node(
     states: Mapping[str, str],
     links: Mapping[str, str],
     toggle: Callable[[str], str] | None,
+    marked: Mapping[str, str],
 ) -> str:
     if node.startswith(GROUP_PREFIX):
         gid = node[len(GROUP_PREFIX) :]
         state = _state_of_group(dag, gid, states)
-        count = len(groups.members(dag, gid))
-        text, title = f"▸ {dag.groups[gid].label} ({count})", f"group {gid}: {state}"
-        attrs, link = (
-            f'class="node group-node state-{escape(state)}" data-group="{escape(gid)}"',
-            (toggle(gid) if toggle else None),
+        members = groups.members(dag, gid)
+        text, title = f"▸ {dag.groups[gid].label} ({len(members)})", f"group {gid}: {state}"
+        mark = next((marked[t] for t in members if t in marked), None)
+        kind, data, link = (
+            "group-node ",
+            f'data-group="{escape(gid)}"',
+            toggle(gid) if toggle else None,
         )
     else:
         state = states.get(node, "none")
         short = node.rsplit(".", 1)[-1] if node in groups.group_of(dag) else node
         text = short + (" [map]" if dag.tasks[node].map_over else "")
-        title, link = f"{node}: {state}", links.get(node)
-        attrs = f'class="node state-{escape(state)}" data-task="{escape(node)}"'
-    label = text if len(text) <= 21 else text[:20] + "…"
+        title, link, mark = f"{node}: {state}", links.get(node), marked.get(node)
+        kind, data = "", f'data-task="{escape(node)}"'
+    room, flag = 21, ""
+    if mark is not None:  # the flag takes the end of the box
+        room, kind, title = 18, kind + "overruled ", f"{title} ({mark})"
+        flag = f'<text class="flag" x="{_n(box.x + box.w - 8)}" y="{_n(box.y + 19)}">⚑</text>'
+    label = text if len(text) <= room else text[: room - 1] + "…"
     out = (
-        f"<g {attrs}><title>{escape(title)}</title>"
+        f'<g class="node {kind}state-{escape(state)}" {data}><title>{escape(title)}</title>'
         f'<rect x="{_n(box.x)}" y="{_n(box.y)}" width="{_n(box.w)}" height="{_n(box.h)}" rx="5"/>'
-        f'<text x="{_n(box.x + 8)}" y="{_n(box.y + 19)}">{escape(label)}</text></g>'
+        f'<text x="{_n(box.x + 8)}" y="{_n(box.y + 19)}">{escape(label)}</text>{flag}</g>'
     )
     return f'<a href="{escape(link)}">{out}</a>' if link else out

@@ -178,6 +178,23 @@ def test_a_collapsed_group_is_one_node_in_the_graph() -> None:
     assert shut.count('class="edge"') == 2  # first -> g -> last
 
 
+def test_a_task_a_mark_overrules_keeps_its_state_flagged_and_so_does_its_folded_group() -> None:
+    with DAG("d") as dag:
+        with TaskGroup("g"):
+            step.override(task_id="a")()
+        step.override(task_id="b")()
+    m, note = dag.model, "run marked success by user:ann"
+    states = {"g.a": "failed", "b": "success"}
+    svg = render_svg(m, states, marked={"g.a": note})
+    assert 'class="node overruled state-failed" data-task="g.a"' in svg
+    assert f"<title>g.a: failed ({note})</title>" in svg and svg.count('class="flag"') == 1
+    assert 'class="node state-success" data-task="b"' in svg
+    shut = render_svg(m, states, collapsed={"g"}, marked={"g.a": note})
+    assert 'class="node group-node overruled state-failed" data-group="g"' in shut
+    assert render_svg(m, states) == render_svg(m, states, marked={})  # no mark: as before
+    assert 'class="flag"' not in render_svg(m, states)
+
+
 def test_mermaid_draws_each_group_as_a_subgraph_around_its_tasks() -> None:
     from beatflow.dag.render import render_mermaid
 

@@ -3,6 +3,8 @@ their replay."""
 
 from __future__ import annotations
 
+from collections import Counter
+from collections.abc import Iterable, Mapping
 from typing import Any
 from urllib.parse import quote, urlencode
 
@@ -30,6 +32,7 @@ from beatflow.web.pages.base import (
 from beatflow.web.pages.live import label, read_run, run_rows, task_context
 
 AUDIT_ROWS = 20
+SUCCEEDED = ("success", "skipped")  # a task in any other state has not succeeded
 
 
 @router.get("/runs")
@@ -86,6 +89,9 @@ def run_page(
     links = {t: f"{base}/tasks/{quote(t)}" for t in dag.tasks}
     shut = graph.parse_collapsed(dag, collapsed)
     toggle = graph.toggler(base, "run-graph", shut)
+    marked = _marked_note(audit)
+    overruled = _overruled(dag.tasks, states, marked, run.state)
+    flag = f"run marked success by {marked['actor']}" if marked and overruled else ""
     return render(
         request,
         "run.html",
@@ -93,17 +99,21 @@ def run_page(
         dag_id=dag_id,
         run=views.run_json(run),
         conf_text=display_json(run.conf),
-        svg=graph.render_svgs(dag, states, links, collapsed=shut, toggle=toggle),
+        svg=graph.render_svgs(
+            dag, states, links, collapsed=shut, toggle=toggle, marked=dict.fromkeys(overruled, flag)
+        ),
         groups=graph.group_controls(dag, shut, base, "run-graph"),
-        rows=rows,
+        rows=[r | {"overruled": flag if _is_overruled(r, overruled) else ""} for r in rows],
         waiting=waiting,
+        waiting_flag=flag,
         gantt=gantt.bars(rows, utc_now()),
         base=base,
         live_url=f"{base}/live",
         active=run.state in ("queued", "running"),
         has_failed=any(t.state in ("failed", "upstream_failed") for t in tasks),
         audit=[audit_json(a) for a in audit],
-        marked=_marked_note(audit),
+        marked=marked,
+        overruled=_count_states(overruled, len(dag.tasks)),
         still_running=_still_running(audit, tasks),
     )
 
@@ -129,6 +139,35 @@ def _marked_note(audit: list[AuditRecord]) -> dict[str, str] | None:
                 "at": a.at.isoformat(),
             }
     return None
+
+
+def _overruled(
+    tasks: Iterable[str],
+    states: Mapping[str, str],
+    marked: dict[str, str] | None,
+    run_state: str,
+) -> dict[str, str]:
+    """Task id -> its state, for the tasks that had not succeeded (or not run: ``none``) in a
+    run an operator marked success and that is still so: the run's state overrules theirs, which
+    are kept as they ended."""
+    if marked is None or marked["state"] != "success" or run_state != "success":
+        return {}
+    shown = {t: states.get(t, "none") for t in tasks}
+    return {t: s for t, s in shown.items() if s not in SUCCEEDED}
+
+
+def _is_overruled(row: Mapping[str, Any], overruled: Mapping[str, str]) -> bool:
+    """A task run's row that had not succeeded (a map instance: itself) in an overruled task."""
+    return row["task_id"] in overruled and row["state"] not in SUCCEEDED
+
+
+def _count_states(overruled: Mapping[str, str], total: int) -> dict[str, Any] | None:
+    """What the marked note says of them: how many of the DAG's tasks, and in which states."""
+    if not overruled:
+        return None
+    counts = Counter(overruled.values())
+    states = ", ".join(f"{n} {'not run' if s == 'none' else s}" for s, n in sorted(counts.items()))
+    return {"count": len(overruled), "total": total, "states": states}
 
 
 def _still_running(audit: list[AuditRecord], tasks: list[TaskRunRecord]) -> list[dict[str, Any]]:
