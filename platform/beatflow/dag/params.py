@@ -7,13 +7,12 @@ problem names the param and says why (a ConfError with ``fields``)."""
 from __future__ import annotations
 
 import difflib
+import functools
 import re
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
-
-import jsonschema
 
 from beatflow.errors import ConfError, DagDefinitionError
 
@@ -27,19 +26,28 @@ JSON_TYPES: dict[str, tuple[type, ...]] = {
     "object": (dict,),
     "null": (type(None),),
 }
-# The formats JSON Schema (2020-12) defines: each must be checkable here (jsonschema's
-# format-nongpl extra); any other format ("multiline") is a hint to a form, checked by nothing.
+# The formats JSON Schema (2020-12) defines: each is checked here (the format libraries
+# pyproject.toml lists), but "iri" and "iri-reference", whose library (rfc3987-syntax) costs over
+# a second to import: a Param with them is refused unless it is installed. Any other format
+# ("multiline") is a hint to a form, checked by nothing.
 SPEC_FORMATS = frozenset({
     "date-time", "date", "time", "duration", "email", "idn-email", "hostname", "idn-hostname",
     "ipv4", "ipv6", "uri", "uri-reference", "iri", "iri-reference", "uuid", "uri-template",
     "json-pointer", "relative-json-pointer", "regex"})  # fmt: skip
-_VALIDATOR = jsonschema.Draft202012Validator
-# every draft's format checks, as Airflow's Param checks them (a "time" is HH:MM:SS)
-_FORMATS = jsonschema.FormatChecker()
 # keywords that have a field of their own
 _FIELDS = {"type", "enum", "minimum", "maximum", "pattern", "format", "title", "description"}
 _PY_NAMES = {str: "string", int: "integer", float: "number", bool: "boolean", list: "array",
              tuple: "array", dict: "object", type(None): "null"}  # fmt: skip
+
+
+@functools.cache
+def _schema_lib() -> tuple[Any, Any]:
+    """jsonschema and every draft's format checks (as Airflow's Param checks them: a "time" is
+    HH:MM:SS), imported when a Param first has a format or keywords: most DAGs have neither, and
+    every process that loads DAGs (a worker, a beat, each CLI call) would pay for the import."""
+    import jsonschema
+
+    return jsonschema, jsonschema.FormatChecker()
 
 
 def _caller() -> tuple[str | None, int | None]:
@@ -182,14 +190,16 @@ class Param:
         return out
 
     def _schema_problems(self) -> list[str]:
+        jsonschema, formats = _schema_lib()
         problems = []
         if self.format is not None:
             if not isinstance(self.format, str):
                 problems.append(f"format must be a string, got {self.format!r}")
-            elif self.format in SPEC_FORMATS and self.format not in _FORMATS.checkers:
+            elif self.format in SPEC_FORMATS and self.format not in formats.checkers:
                 problems.append(
                     f"format {self.format!r} cannot be checked here: install jsonschema's"
-                    " format-nongpl extra (pip install 'jsonschema[format-nongpl]')"
+                    " format-nongpl extra (pip install 'jsonschema[format-nongpl]'; beatflow"
+                    " leaves out its rfc3987-syntax, which takes over a second to import)"
                 )
         if self.keywords is None:
             return problems
@@ -198,13 +208,14 @@ class Param:
         for key in sorted(_FIELDS & set(self.keywords)):
             problems.append(f"keywords has {key!r}: use Param({key}=...)")
         try:
-            _VALIDATOR.check_schema(self._checked_schema())
+            jsonschema.Draft202012Validator.check_schema(self._checked_schema())
         except jsonschema.SchemaError as exc:
             problems.append(f"keywords are not a JSON Schema: {exc.message}")
         return problems
 
     def _jsonschema_problem(self, value: Any) -> str | None:
-        validator = _VALIDATOR(self._checked_schema(), format_checker=_FORMATS)
+        jsonschema, formats = _schema_lib()
+        validator = jsonschema.Draft202012Validator(self._checked_schema(), format_checker=formats)
         error = jsonschema.exceptions.best_match(validator.iter_errors(value))
         if error is None:
             return None
