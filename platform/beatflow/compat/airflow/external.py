@@ -16,7 +16,11 @@ from pathlib import Path
 from typing import Any
 
 from beatflow.compat.airflow.finder import unsupported
-from beatflow.compat.airflow.standard import AirflowSkipException, PythonOperator
+from beatflow.compat.airflow.standard import (
+    AirflowSkipException,
+    PythonOperator,
+    exit_codes,
+)
 from beatflow.dag.flow import BRANCH
 
 # What the other interpreter runs: the function's source, then this (stdlib only). Exit 3: the
@@ -150,13 +154,7 @@ class ExternalPythonOperator(PythonOperator):
             raise unsupported(f"{type(self).__name__}(string_args=...)")
         super().__init__(python_callable=python_callable, **kwargs)
         self.python = python
-        self.skip_codes = (
-            []
-            if skip_on_exit_code is None
-            else [skip_on_exit_code]
-            if isinstance(skip_on_exit_code, int)
-            else list(skip_on_exit_code)
-        )
+        self.skip_codes = exit_codes(skip_on_exit_code)
         self.env_vars = dict(env_vars or {})
         self.inherit_env = inherit_env
         function_source(python_callable)  # a lambda or a builtin is refused where it is written

@@ -82,6 +82,13 @@ class AirflowSkipException(Skip):
     """``raise AirflowSkipException("why")``: the task run ends ``skipped`` (beatflow's Skip)."""
 
 
+def exit_codes(value: int | Sequence[int] | None) -> list[int]:
+    """``skip_on_exit_code`` as a list: none, one code, or several."""
+    if value is None:
+        return []
+    return [value] if isinstance(value, int) else list(value)
+
+
 class BashOperator(BaseOperator):
     """``BashOperator(bash_command=..., env=..., append_env=..., cwd=...)``: the command runs in
     ``bash -c`` in a subprocess; its last line of output is the task's result."""
@@ -106,13 +113,7 @@ class BashOperator(BaseOperator):
         self.env = env
         self.append_env = append_env
         self.cwd = cwd
-        self.skip_codes = (
-            []
-            if skip_on_exit_code is None
-            else [skip_on_exit_code]
-            if isinstance(skip_on_exit_code, int)
-            else list(skip_on_exit_code)
-        )
+        self.skip_codes = exit_codes(skip_on_exit_code)
         self.output_processor = output_processor
 
     def execute(self, context: Mapping[str, Any]) -> Any:
